@@ -1,0 +1,60 @@
+# torchtfx: `make run` runs the whole pipeline on the embedded default; `make test` runs the test suite.
+# Both create .venv and install the pinned stack on first use; later calls install nothing unless
+# constraints.txt, requirements.in or setup.py changed.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+RUN_ROOT ?= runs/local
+PYTEST_ARGS ?=
+
+# python3.10 on PATH first, then pyenv (its shim or its versions folder).
+PYTHON310 := $(or $(shell command -v python3.10 2>/dev/null),\
+  $(shell pyenv which python3.10 2>/dev/null),\
+  $(firstword $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.10*/bin/python3.10)))
+
+.PHONY: help venv run test test-unit test-e2e lint format draft-schema clean
+
+help:
+	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
+	@echo "make test   - run the test suite (unit + e2e)"
+	@echo "make lint   - ruff check + format check"
+
+$(PY):
+	@if [ -z "$(PYTHON310)" ]; then \
+	  echo "error: python3.10 not found on PATH or through pyenv." >&2; \
+	  echo "  TFX 1.16 needs Python 3.10: install it, e.g. 'pyenv install 3.10.13' or 'apt-get install python3.10 python3.10-venv'." >&2; \
+	  exit 1; fi
+	"$(PYTHON310)" -m venv $(VENV)
+
+$(STAMP): $(PY) constraints.txt requirements.in setup.py
+	$(PY) -m pip install --quiet --upgrade "pip==24.3.1"
+	$(PY) -m pip install --quiet -r requirements.in -c constraints.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip check
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/torchtfx run --pipeline-root $(RUN_ROOT)
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+
+test-e2e: $(STAMP)
+	$(PY) -m pytest -m e2e $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf $(RUN_ROOT) .pytest_cache
