@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 RUN_ROOT ?= runs/local
 PYTEST_ARGS ?=
 
-# python3.10 on PATH first, then pyenv (its shim or its versions folder).
-PYTHON310 := $(or $(shell command -v python3.10 2>/dev/null),\
-  $(shell pyenv which python3.10 2>/dev/null),\
-  $(firstword $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.10*/bin/python3.10)))
+# python3.10 on PATH first, then pyenv's versions folder; a pyenv shim that is on PATH but has no
+# active 3.10 fails its --version probe and is skipped.
+PYENV_DIR := $(or $(PYENV_ROOT),$(HOME)/.pyenv)
+PYTHON310 := $(shell for p in "$$(command -v python3.10)" "$$(pyenv which python3.10 2>/dev/null)" \
+  $(PYENV_DIR)/versions/3.10*/bin/python3.10; do \
+  [ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null && { echo "$$p"; break; }; done)
 
 .PHONY: help venv run test test-unit test-e2e lint format draft-schema clean
 

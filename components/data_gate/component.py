@@ -1,0 +1,30 @@
+"""DataGate: stops the run before Transform and training when ExampleValidator found anomalies.
+
+ExampleValidator only records anomalies; nothing downstream in stock TFX refuses to run on them.
+The pipeline makes Transform depend on this gate, so bad data never reaches training or serving.
+"""
+
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from components.data_gate import executor
+from components.data_gate.constants import ANOMALIES_KEY, SCHEMA_HINT_KEY
+
+
+class DataGateSpec(types.ComponentSpec):
+    INPUTS = {ANOMALIES_KEY: ChannelParameter(type=standard_artifacts.ExampleAnomalies)}
+    OUTPUTS = {}
+    PARAMETERS = {SCHEMA_HINT_KEY: ExecutionParameter(type=str)}
+
+
+class DataGate(base_component.BaseComponent):
+    SPEC_CLASS = DataGateSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(self, anomalies: types.BaseChannel, schema_hint: str) -> None:
+        """``schema_hint`` names the curated schema file the error message points the user to."""
+        super().__init__(spec=DataGateSpec(anomalies=anomalies, schema_hint=schema_hint))

@@ -1,0 +1,74 @@
+"""TorchTrainer: a TFX component that trains a PyTorch model with DDP on Transform's output, exports
+ONNX, converts it to a TF SavedModel carrying the TFT graph, and proves numeric parity."""
+
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from components.torch_trainer import executor
+from components.torch_trainer.constants import (
+    DATASET_CONFIG_KEY,
+    EXAMPLES_KEY,
+    HPARAMS_KEY,
+    MLFLOW_EXPERIMENT_KEY,
+    MLFLOW_TRACKING_URI_KEY,
+    MODEL_KEY,
+    MODEL_RUN_KEY,
+    PARITY_TOLERANCE_KEY,
+    TRANSFORM_GRAPH_KEY,
+    TRANSFORMED_EXAMPLES_KEY,
+)
+
+
+class TorchTrainerSpec(types.ComponentSpec):
+    INPUTS = {
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
+        TRANSFORMED_EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
+        TRANSFORM_GRAPH_KEY: ChannelParameter(type=standard_artifacts.TransformGraph),
+    }
+    OUTPUTS = {
+        MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
+        MODEL_RUN_KEY: ChannelParameter(type=standard_artifacts.ModelRun),
+    }
+    PARAMETERS = {
+        DATASET_CONFIG_KEY: ExecutionParameter(type=str),
+        HPARAMS_KEY: ExecutionParameter(type=str),
+        # Only the default local store's URI: MLFLOW_TRACKING_URI in the environment overrides it,
+        # so a remote server's address and credentials never land in the pipeline spec.
+        MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
+        MLFLOW_EXPERIMENT_KEY: ExecutionParameter(type=str),
+        PARITY_TOLERANCE_KEY: ExecutionParameter(type=float),
+    }
+
+
+class TorchTrainer(base_component.BaseComponent):
+    SPEC_CLASS = TorchTrainerSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(
+        self,
+        examples: types.BaseChannel,
+        transformed_examples: types.BaseChannel,
+        transform_graph: types.BaseChannel,
+        dataset_config_json: str,
+        hyperparameters_json: str,
+        mlflow_tracking_uri: str,
+        mlflow_experiment: str,
+        parity_tolerance: float = 1e-5,
+    ) -> None:
+        spec = TorchTrainerSpec(
+            examples=examples,
+            transformed_examples=transformed_examples,
+            transform_graph=transform_graph,
+            model=types.Channel(type=standard_artifacts.Model),
+            model_run=types.Channel(type=standard_artifacts.ModelRun),
+            dataset_config=dataset_config_json,
+            hyperparameters=hyperparameters_json,
+            mlflow_tracking_uri=mlflow_tracking_uri,
+            mlflow_experiment=mlflow_experiment,
+            parity_tolerance=parity_tolerance,
+        )
+        super().__init__(spec=spec)

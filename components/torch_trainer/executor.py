@@ -1,0 +1,83 @@
+"""Thin TFX glue around :mod:`components.torch_trainer.flow`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from components.torch_trainer import flow
+from components.torch_trainer.constants import (
+    DATASET_CONFIG_KEY,
+    EVAL_AUC_PROPERTY,
+    EXAMPLES_KEY,
+    HPARAMS_KEY,
+    MLFLOW_EXPERIMENT_KEY,
+    MLFLOW_RUN_ID_PROPERTY,
+    MLFLOW_TRACKING_URI_KEY,
+    MODEL_KEY,
+    MODEL_RUN_KEY,
+    NUM_WORKERS_PROPERTY,
+    PARITY_PROPERTY,
+    PARITY_TOLERANCE_KEY,
+    TRANSFORM_GRAPH_KEY,
+    TRANSFORMED_EXAMPLES_KEY,
+)
+from components.torch_trainer.hparams import TrainerHParams
+from components.torch_trainer.tracking import resolve_tracking_uri
+from data.config import DatasetConfig
+
+logger = logging.getLogger(__name__)
+
+
+def _split_uri(examples: types.Artifact, split: str) -> str:
+    names = artifact_utils.decode_split_names(examples.split_names)
+    if split not in names:
+        raise ValueError(f"{examples.uri} has splits {names}; TorchTrainer needs '{split}'")
+    return artifact_utils.get_split_uri([examples], split)
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        raw = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
+        transformed = artifact_utils.get_single_instance(input_dict[TRANSFORMED_EXAMPLES_KEY])
+        graph = artifact_utils.get_single_instance(input_dict[TRANSFORM_GRAPH_KEY])
+        model = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
+        model_run = artifact_utils.get_single_instance(output_dict[MODEL_RUN_KEY])
+        dataset = DatasetConfig.from_json(exec_properties[DATASET_CONFIG_KEY])
+        run_id = (self._context.pipeline_run_id if self._context else None) or "unknown"
+        # The execution id is the executor context's unique id (TFX exposes it only privately).
+        execution_id = str(getattr(self._context, "_unique_id", "") or "unknown")
+        request = flow.TrainRequest(
+            dataset=dataset,
+            hparams=TrainerHParams.from_json(exec_properties[HPARAMS_KEY]),
+            raw_eval_uri=_split_uri(raw, "eval"),
+            transformed_uris={split: _split_uri(transformed, split) for split in ("train", "eval")},
+            transform_graph_uri=graph.uri,
+            model_uri=model.uri,
+            serving_dir=path_utils.serving_model_dir(model.uri),
+            run_uri=model_run.uri,
+            work_dir=self._get_tmp_dir(),
+            mlflow_tracking_uri=resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]),
+            mlflow_experiment=exec_properties[MLFLOW_EXPERIMENT_KEY],
+            mlflow_run_name=f"{dataset.name}-{run_id}",
+            mlflow_tags={"pipeline_run_id": run_id, "mlmd_execution_id": execution_id, "dataset": dataset.name},
+            parity_tolerance=float(exec_properties[PARITY_TOLERANCE_KEY]),
+        )
+        outcome = flow.run(request)
+        model.set_float_custom_property(PARITY_PROPERTY, outcome.parity.max_abs_diff)
+        model.set_float_custom_property(EVAL_AUC_PROPERTY, outcome.result.eval_auc)
+        model.set_int_custom_property(NUM_WORKERS_PROPERTY, outcome.result.world_size)
+        if outcome.result.mlflow_run_id:
+            model.set_string_custom_property(MLFLOW_RUN_ID_PROPERTY, outcome.result.mlflow_run_id)
+        logger.info("TorchTrainer step times (s): %s", {k: round(v, 1) for k, v in outcome.seconds.items()})

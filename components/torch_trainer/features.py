@@ -1,0 +1,55 @@
+"""The model's view of the transformed features: which columns are dense, which are embedded ids.
+
+A :class:`FeatureLayout` is the contract between Transform's output, the PyTorch model, the ONNX
+graph (inputs ``dense`` float32 [batch, D] and ``categorical`` int64 [batch, C]) and the serving
+signature, which stacks the transformed features in exactly this order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+from data.config import DatasetConfig, transformed_name
+
+DENSE_INPUT = "dense"
+CATEGORICAL_INPUT = "categorical"
+PROBABILITIES_OUTPUT = "probabilities"
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureLayout:
+    dense: tuple[str, ...]  # transformed names, in input column order
+    embedded: tuple[str, ...]
+    cardinalities: tuple[int, ...]  # one per embedded feature, OOV buckets included
+    label: str
+
+    def embedding_dims(self, max_dim: int) -> tuple[int, ...]:
+        """A common rule of thumb: about 1.6 * cardinality^0.56, capped."""
+        return tuple(max(2, min(max_dim, round(1.6 * c**0.56))) for c in self.cardinalities)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> FeatureLayout:
+        raw = json.loads(text)
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+
+
+def layout_from_transform(cfg: DatasetConfig, tft_output) -> FeatureLayout:
+    """Read embedding cardinalities from Transform's output metadata (vocab + OOV, or buckets)."""
+    embedded = tuple(transformed_name(k) for k in cfg.embedded_features)
+    missing = [k for k in embedded if k not in tft_output.transformed_feature_spec()]
+    if missing:
+        raise ValueError(f"Transform output lacks features {missing}; was it built from another dataset config?")
+    cardinalities = tuple(int(tft_output.num_buckets_for_transformed_feature(k)) for k in embedded)
+    if any(c < 1 or math.isnan(c) for c in cardinalities):
+        raise ValueError(f"Transform output has empty vocabularies: {dict(zip(embedded, cardinalities))}")
+    return FeatureLayout(
+        dense=tuple(transformed_name(k) for k in cfg.dense),
+        embedded=embedded,
+        cardinalities=cardinalities,
+        label=cfg.label_key,
+    )

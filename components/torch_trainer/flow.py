@@ -1,0 +1,112 @@
+"""The TorchTrainer's steps, free of TFX glue: materialize -> DDP train -> convert -> parity gate."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+
+import tensorflow_transform as tft
+import torch
+
+from components.torch_trainer import job as job_files
+from components.torch_trainer.convert import build_serving_model, convert_onnx
+from components.torch_trainer.features import FeatureLayout, layout_from_transform
+from components.torch_trainer.hparams import TrainerHParams
+from components.torch_trainer.job import TrainJob, TrainResult
+from components.torch_trainer.launch import launch
+from components.torch_trainer.materialize import materialize
+from components.torch_trainer.model import TabularModel
+from components.torch_trainer.parity import ParityReport, enforce, measure_parity
+from components.torch_trainer.tracking import MlflowRun
+from data.config import DatasetConfig
+
+logger = logging.getLogger(__name__)
+
+EXPORT_DIR = "export"
+LAYOUT_FILE = "layout.json"
+TRAIN_LOG_FILE = "train.log"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRequest:
+    dataset: DatasetConfig
+    hparams: TrainerHParams
+    raw_eval_uri: str  # raw tf.Examples of the eval split (parity runs on these)
+    transformed_uris: dict[str, str]  # split name -> Transform output directory
+    transform_graph_uri: str
+    model_uri: str
+    serving_dir: str  # the Model artifact's Format-Serving directory
+    run_uri: str
+    work_dir: str  # scratch space, deleted by TFX after the execution
+    mlflow_tracking_uri: str
+    mlflow_experiment: str
+    mlflow_run_name: str
+    mlflow_tags: dict[str, str]
+    parity_tolerance: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOutcome:
+    result: TrainResult
+    parity: ParityReport
+    layout: FeatureLayout
+    seconds: dict[str, float]
+
+
+def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams) -> TabularModel:
+    model = TabularModel(layout, hparams.hidden_units, hparams.dropout, hparams.max_embedding_dim)
+    state = torch.load(export_dir / job_files.STATE_DICT_FILE, map_location="cpu", weights_only=True)
+    model.load_state_dict(state)
+    return model.eval()
+
+
+def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path) -> TrainResult:
+    job = TrainJob(
+        data_dir=str(data_dir),
+        model_dir=str(export_dir),
+        run_dir=request.run_uri,
+        layout=layout,
+        hparams=request.hparams,
+        mlflow_tracking_uri=request.mlflow_tracking_uri,
+        mlflow_experiment=request.mlflow_experiment,
+        mlflow_run_name=request.mlflow_run_name,
+        mlflow_tags=request.mlflow_tags,
+    )
+    Path(request.run_uri).mkdir(parents=True, exist_ok=True)
+    launch(job, Path(request.work_dir) / "job.json", Path(request.run_uri) / TRAIN_LOG_FILE)
+    return TrainResult.load(Path(request.run_uri) / job_files.RESULT_FILE)
+
+
+def run(request: TrainRequest) -> TrainOutcome:
+    seconds: dict[str, float] = {}
+    tick = time.perf_counter()
+    tft_output = tft.TFTransformOutput(request.transform_graph_uri)
+    layout = layout_from_transform(request.dataset, tft_output)
+    export_dir = Path(request.model_uri) / EXPORT_DIR
+    export_dir.mkdir(parents=True, exist_ok=True)
+    (export_dir / LAYOUT_FILE).write_text(layout.to_json())
+    data_dir = Path(request.work_dir) / "arrays"
+    materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
+    seconds["materialize"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    result = _train(request, layout, export_dir, data_dir)
+    seconds["train"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    network = convert_onnx(export_dir / job_files.ONNX_FILE, Path(request.work_dir) / "onnx2tf")
+    build_serving_model(network, tft_output, request.dataset, layout, Path(request.serving_dir))
+    seconds["convert"] = time.perf_counter() - tick
+
+    tick = time.perf_counter()
+    model = load_torch_model(export_dir, layout, request.hparams)
+    parity = measure_parity(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance)
+    seconds["parity"] = time.perf_counter() - tick
+    if result.mlflow_run_id:
+        tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
+        tracker.log_metrics({"parity_max_abs_diff": parity.max_abs_diff}, step=result.epochs_run)
+        tracker.finish("FINISHED" if parity.passed else "FAILED")
+    enforce(parity)
+    return TrainOutcome(result, parity, layout, seconds)

@@ -1,0 +1,71 @@
+"""MLflow tracking through an explicit ``MlflowClient`` (no global fluent state); rank 0 only.
+
+``MLFLOW_TRACKING_URI`` in the environment wins over the pipeline's default store, so credentials
+and remote servers never appear in execution parameters or compiled specs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def resolve_tracking_uri(default_uri: str) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_uri
+
+
+def default_artifact_location(tracking_uri: str) -> str | None:
+    """For a local sqlite store, keep artifacts beside the database, not in the CWD's ./mlruns."""
+    if tracking_uri.startswith("sqlite:///"):
+        return str(Path(tracking_uri[len("sqlite:///") :]).parent / "mlartifacts")
+    return None
+
+
+class MlflowRun:
+    """One MLflow run: parameters, per-epoch metrics with a step, artifacts, final status."""
+
+    def __init__(self, tracking_uri: str, run_id: str) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(tracking_uri)
+        self.tracking_uri = tracking_uri
+        self.run_id = run_id
+
+    @classmethod
+    def start(cls, tracking_uri: str, experiment: str, run_name: str, tags: dict[str, str]) -> MlflowRun:
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is not None:
+            experiment_id = found.experiment_id
+        else:
+            experiment_id = client.create_experiment(experiment, default_artifact_location(tracking_uri))
+        run = client.create_run(experiment_id, run_name=run_name, tags=tags)
+        logger.info("MLflow run %s (%s) in experiment %s at %s", run.info.run_id, run_name, experiment, tracking_uri)
+        return cls(tracking_uri, run.info.run_id)
+
+    def log_params(self, params: dict[str, object]) -> None:
+        from mlflow.entities import Param
+
+        self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_tag(self.run_id, key, value)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status)

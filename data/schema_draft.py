@@ -1,0 +1,56 @@
+"""Draft a schema from CSV data: TFDV infers types and presence; we add value ranges from the stats.
+
+The draft is a starting point to curate by hand (tighten domains, mark optional columns), then
+commit as ``schema/<dataset>/schema.pbtxt``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import tensorflow_data_validation as tfdv
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+from data.sources import csv_files
+
+logger = logging.getLogger(__name__)
+
+
+def _numeric_ranges(stats: statistics_pb2.DatasetFeatureStatisticsList) -> dict[str, tuple[float, float]]:
+    ranges = {}
+    for feature in stats.datasets[0].features:
+        if feature.HasField("num_stats"):
+            ranges[feature.path.step[0]] = (feature.num_stats.min, feature.num_stats.max)
+    return ranges
+
+
+def _add_value_ranges(schema: schema_pb2.Schema, ranges: dict[str, tuple[float, float]]) -> None:
+    """Observed min/max, widened outward to round numbers, as int/float domains."""
+    for feature in schema.feature:
+        if feature.name not in ranges:
+            continue
+        low, high = ranges[feature.name]
+        if feature.type == schema_pb2.INT:
+            feature.int_domain.min = int(math.floor(low))
+            feature.int_domain.max = int(math.ceil(high))
+        elif feature.type == schema_pb2.FLOAT:
+            feature.float_domain.min = math.floor(low)
+            feature.float_domain.max = math.ceil(high)
+
+
+def draft_schema(data_dir: Path) -> schema_pb2.Schema:
+    """Infer a schema (types, presence, string domains, value ranges) from the CSVs in ``data_dir``."""
+    files = csv_files(data_dir)
+    logger.info("Computing statistics over %s CSV file(s) in %s", len(files), data_dir)
+    stats = tfdv.generate_statistics_from_csv(data_location=str(Path(data_dir) / "*.csv"))
+    schema = tfdv.infer_schema(stats, infer_feature_shape=False)
+    _add_value_ranges(schema, _numeric_ranges(stats))
+    return schema
+
+
+def write_schema(schema: schema_pb2.Schema, out_path: Path) -> None:
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text_format.MessageToString(schema))

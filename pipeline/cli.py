@@ -1,0 +1,96 @@
+"""The ``torchtfx`` command line: ``run`` and ``draft-schema`` today; compile, submit, promote and
+report join the same click group later."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from components.torch_trainer.hparams import HParamsError, TrainerHParams
+from data.config import DatasetConfigError, load_dataset_config
+from data.sources import DataSourceError
+
+logger = logging.getLogger("torchtfx")
+
+# Errors whose message already tells the user what is wrong and what to do: no traceback.
+_USER_ERRORS = (DatasetConfigError, DataSourceError, HParamsError)
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.WARNING)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Show TFX/Beam INFO logs too.")
+def cli(verbose: bool) -> None:
+    """torchtfx: research in PyTorch, production in TensorFlow, ONNX in between."""
+    _configure_logging(verbose)
+
+
+@cli.command()
+@click.option("--dataset", default="taxi", show_default=True, help="Name under data/datasets/ or a YAML path.")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="Folder of CSV files [default: packaged data].")
+@click.option("--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True)
+@click.option("--serving-dir", type=click.Path(path_type=Path), help="[default: <root>/serving/<dataset>]")
+@click.option("--auc-threshold", type=float, default=0.75, show_default=True, help="Blessing floor on eval AUC.")
+@click.option("--epochs", type=int, default=TrainerHParams.epochs, show_default=True)
+@click.option("--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True)
+@click.option("--num-workers", type=int, default=TrainerHParams.num_workers, show_default=True, help="DDP processes.")
+@click.option("--beam-workers", type=int, default=2, show_default=True, help="Beam DirectRunner processes.")
+@click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
+def run(dataset, data_dir, pipeline_root, serving_dir, auc_threshold, epochs, batch_size, num_workers, beam_workers, no_cache):
+    """Run the whole pipeline locally (LocalDagRunner + Beam DirectRunner)."""
+    from pipeline.local_runner import LocalSettings, run_local
+    from pipeline.report import print_run_report
+
+    try:
+        hparams = TrainerHParams(epochs=epochs, batch_size=batch_size, num_workers=num_workers).validate()
+        settings = LocalSettings(
+            dataset=load_dataset_config(dataset),
+            pipeline_root=pipeline_root,
+            data_dir=data_dir,
+            serving_dir=serving_dir,
+            hparams=hparams,
+            auc_threshold=auc_threshold,
+            beam_workers=beam_workers,
+            enable_cache=not no_cache,
+        )
+        summary, wall = run_local(settings)
+    except _USER_ERRORS as err:
+        raise click.ClickException(str(err)) from err
+    except RuntimeError as err:
+        # Pipeline stage failures (data validation, parity, training) carry a message meant for the user.
+        raise click.ClickException(f"pipeline run failed: {err}") from err
+    print_run_report(summary, wall, settings)
+
+
+@cli.command("draft-schema")
+@click.option("--data-dir", type=click.Path(path_type=Path), required=True, help="Folder of CSV files.")
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="Where to write schema.pbtxt.")
+def draft_schema_cmd(data_dir: Path, out: Path) -> None:
+    """Draft a schema (types, presence, domains, value ranges) from CSV data, to curate by hand."""
+    from data.schema_draft import draft_schema, write_schema
+
+    try:
+        write_schema(draft_schema(data_dir), out)
+    except DataSourceError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
+
+
+def main() -> None:
+    # TFT and onnx2tf build tf_keras (Keras 2) models; TF 2.16 would otherwise hand out Keras 3.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    cli(prog_name="torchtfx")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

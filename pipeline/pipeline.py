@@ -1,0 +1,95 @@
+"""The torchtfx pipeline factory. Runners only bind environment values and call this."""
+
+from __future__ import annotations
+
+from tfx import v1 as tfx
+from tfx.proto import example_gen_pb2
+
+from components.data_gate.component import DataGate
+from components.torch_trainer.component import TorchTrainer
+from components.torch_trainer.hparams import TrainerHParams
+from data.config import DatasetConfig
+from pipeline.eval_config import build_eval_config
+from pipeline.preprocessing import DATASET_CONFIG_KEY
+
+PREPROCESSING_FN = "pipeline.preprocessing.preprocessing_fn"
+
+
+def _example_gen(data_root: str, dataset: DatasetConfig) -> tfx.components.CsvExampleGen:
+    splits = [example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=n) for name, n in dataset.split.items()]
+    output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
+    return tfx.components.CsvExampleGen(input_base=data_root, output_config=output_config)
+
+
+def create_pipeline(
+    *,
+    pipeline_name: str,
+    pipeline_root: str,
+    data_root: str,
+    dataset: DatasetConfig,
+    serving_model_dir: str,
+    hparams: TrainerHParams,
+    mlflow_tracking_uri: str,
+    mlflow_experiment: str,
+    auc_threshold: float = 0.5,
+    parity_tolerance: float = 1e-5,
+    beam_pipeline_args: list[str] | None = None,
+    metadata_connection_config=None,
+    enable_cache: bool = True,
+    enable_data_gate: bool = True,
+) -> tfx.dsl.Pipeline:
+    """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator (-> DataGate) -> Transform ->
+    TorchTrainer -> Evaluator (AUC floor) -> Pusher (TF Serving layout under ``serving_model_dir``).
+
+    ``enable_data_gate=False`` lets a run train on data that has anomalies (they are still recorded).
+    """
+    example_gen = _example_gen(data_root, dataset)
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(dataset.schema_path))
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    )
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN,
+        custom_config={DATASET_CONFIG_KEY: dataset.to_json()},
+        # Pre/post-transform statistics double Transform's Beam work and nothing here reads them.
+        disable_statistics=True,
+    )
+    components = [example_gen, statistics_gen, schema_gen, example_validator]
+    if enable_data_gate:
+        data_gate = DataGate(anomalies=example_validator.outputs["anomalies"], schema_hint=str(dataset.schema_path))
+        transform.add_upstream_node(data_gate)
+        components.append(data_gate)
+    trainer = TorchTrainer(
+        examples=example_gen.outputs["examples"],
+        transformed_examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        dataset_config_json=dataset.to_json(),
+        hyperparameters_json=hparams.validate().to_json(),
+        mlflow_tracking_uri=mlflow_tracking_uri,
+        mlflow_experiment=mlflow_experiment,
+        parity_tolerance=parity_tolerance,
+    )
+    evaluator = tfx.components.Evaluator(
+        examples=example_gen.outputs["examples"],
+        model=trainer.outputs["model"],
+        eval_config=build_eval_config(dataset, auc_threshold),
+    )
+    pusher = tfx.components.Pusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        push_destination=tfx.proto.PushDestination(
+            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)
+        ),
+    )
+    components += [transform, trainer, evaluator, pusher]
+    return tfx.dsl.Pipeline(
+        pipeline_name=pipeline_name,
+        pipeline_root=pipeline_root,
+        components=components,
+        enable_cache=enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=beam_pipeline_args or [],
+    )

@@ -1,0 +1,98 @@
+"""Transform's ``preprocessing_fn``, driven entirely by the dataset config.
+
+Dense features are z-scored, categorical features get a vocabulary with OOV buckets, bucketized
+features get quantile buckets, and the label is derived by the config's label rule. Missing numeric
+values are filled with the configured default or the feature's mean; missing categoricals become
+their own token ("" or -1), so they get their own embedding row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from data.config import DatasetConfig, LabelRule, transformed_name
+
+DATASET_CONFIG_KEY = "dataset_config"
+
+
+def _to_dense(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tensor:
+    """A rank-1 dense tensor with one value per example; absent values become ``default``."""
+    if isinstance(x, tf.SparseTensor):
+        x = tf.sparse.to_dense(
+            tf.SparseTensor(x.indices, x.values, [x.dense_shape[0], 1]),
+            default_value=tf.cast(default, x.dtype),
+        )
+    return tf.reshape(x, [-1])
+
+
+def _values(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
+    return x.values if isinstance(x, tf.SparseTensor) else x
+
+
+def numeric_feature(x: tf.Tensor | tf.SparseTensor, default: float | None) -> tf.Tensor:
+    """float32 [batch]; missing values become ``default`` or, if unset, the feature's mean."""
+    if isinstance(x, tf.SparseTensor):
+        x = tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
+    else:
+        x = tf.cast(x, tf.float32)
+    fill = tf.constant(default, tf.float32) if default is not None else tft.mean(_values(x))
+    return _to_dense(x, fill)
+
+
+def categorical_feature(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tensor:
+    """Raw categorical values [batch]; missing values become their own token."""
+    if default is None:
+        default = "" if x.dtype == tf.string else -1
+    return _to_dense(x, default)
+
+
+def label_fn(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
+    """int64 [batch] in {0, 1}; rows whose label inputs are missing get 0."""
+    if rule.op == "in":
+        raw = categorical_feature(inputs[rule.column], None)
+        if raw.dtype != tf.string:
+            raw = tf.strings.as_string(raw)
+        positive = tf.constant(list(rule.positive_values), tf.string)
+        hit = tf.reduce_any(tf.equal(raw[:, None], positive[None, :]), axis=1)
+        return tf.cast(hit, tf.int64)
+    value = numeric_feature(inputs[rule.column], float("nan"))
+    threshold = tf.constant(rule.threshold, tf.float32)
+    if rule.relative_to:
+        threshold = threshold * numeric_feature(inputs[rule.relative_to], float("nan"))
+    compare = {
+        "greater": tf.greater,
+        "greater_equal": tf.greater_equal,
+        "less": tf.less,
+        "less_equal": tf.less_equal,
+        "equal": tf.equal,
+    }[rule.op]
+    missing = tf.math.logical_or(tf.math.is_nan(value), tf.math.is_nan(threshold))
+    return tf.where(missing, tf.zeros_like(value, tf.int64), tf.cast(compare(value, threshold), tf.int64))
+
+
+def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor]:
+    """The feature transformations of one dataset (pure TFT; no TFX glue)."""
+    outputs: dict[str, tf.Tensor] = {}
+    for key in cfg.dense:
+        outputs[transformed_name(key)] = tft.scale_to_z_score(numeric_feature(inputs[key], cfg.defaults.get(key)))
+    for key in cfg.categorical:
+        outputs[transformed_name(key)] = tft.compute_and_apply_vocabulary(
+            categorical_feature(inputs[key], cfg.defaults.get(key)),
+            top_k=cfg.vocab_top_k,
+            num_oov_buckets=cfg.vocab_num_oov_buckets,
+            vocab_filename=key,
+        )
+    for key, num_buckets in cfg.bucketized.items():
+        outputs[transformed_name(key)] = tft.bucketize(
+            numeric_feature(inputs[key], cfg.defaults.get(key)), num_buckets
+        )
+    outputs[cfg.label_key] = label_fn(inputs, cfg.label)
+    return outputs
+
+
+def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
+    """Entry point for TFX Transform (``preprocessing_fn='pipeline.preprocessing.preprocessing_fn'``)."""
+    return transform(inputs, DatasetConfig.from_json(custom_config[DATASET_CONFIG_KEY]))
