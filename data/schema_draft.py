@@ -41,6 +41,18 @@ def _add_value_ranges(schema: schema_pb2.Schema, ranges: dict[str, tuple[float, 
             feature.float_domain.max = math.ceil(high)
 
 
+def _set_presence_and_shape(schema: schema_pb2.Schema) -> None:
+    """Columns present in every row get a fixed shape (dense in Transform); the others may be empty
+    in any row (ExampleGen writes an empty value list), so only their maximum count is kept."""
+    for feature in schema.feature:
+        if feature.presence.min_fraction >= 1.0:
+            feature.ClearField("value_count")
+            feature.shape.dim.add().size = 1
+        else:
+            feature.value_count.ClearField("min")
+            feature.ClearField("presence")
+
+
 def draft_schema(data_dir: Path) -> schema_pb2.Schema:
     """Infer a schema (types, presence, string domains, value ranges) from the CSVs in ``data_dir``."""
     files = csv_files(data_dir)
@@ -48,6 +60,7 @@ def draft_schema(data_dir: Path) -> schema_pb2.Schema:
     stats = tfdv.generate_statistics_from_csv(data_location=str(Path(data_dir) / "*.csv"))
     schema = tfdv.infer_schema(stats, infer_feature_shape=False)
     _add_value_ranges(schema, _numeric_ranges(stats))
+    _set_presence_and_shape(schema)
     return schema
 
 

@@ -3,6 +3,7 @@ report join the same click group later."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -20,11 +21,33 @@ logger = logging.getLogger("torchtfx")
 _USER_ERRORS = (DatasetConfigError, DataSourceError, HParamsError)
 
 
+_OWN_LOGGERS = ("torchtfx", "components", "pipeline", "data")
+_PROGRESS = ("Component ", "Skipping component ")
+
+
+class _StageProgress(logging.Filter):
+    """Let through TFX's per-component progress lines and every warning, not TFX/Beam INFO chatter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or str(record.msg).startswith(
+            _PROGRESS
+        )
+
+
 def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for name in _OWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
     from absl import logging as absl_logging
 
-    absl_logging.set_verbosity(absl_logging.INFO if verbose else absl_logging.WARNING)
+    absl_logging.set_verbosity(absl_logging.INFO)
+    absl_logger = logging.getLogger("absl")
+    absl_logger.setLevel(logging.INFO)
+    if not verbose:
+        absl_logger.addFilter(_StageProgress())
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -36,23 +59,74 @@ def cli(verbose: bool) -> None:
 
 
 @cli.command()
-@click.option("--dataset", default="taxi", show_default=True, help="Name under data/datasets/ or a YAML path.")
-@click.option("--data-dir", type=click.Path(path_type=Path), help="Folder of CSV files [default: packaged data].")
-@click.option("--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True)
-@click.option("--serving-dir", type=click.Path(path_type=Path), help="[default: <root>/serving/<dataset>]")
-@click.option("--auc-threshold", type=float, default=0.75, show_default=True, help="Blessing floor on eval AUC.")
+@click.option(
+    "--dataset",
+    default="taxi",
+    show_default=True,
+    help="Name under data/datasets/ or a YAML path.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Folder of CSV files [default: packaged data].",
+)
+@click.option(
+    "--pipeline-root",
+    type=click.Path(path_type=Path),
+    default=Path("runs/local"),
+    show_default=True,
+)
+@click.option(
+    "--serving-dir",
+    type=click.Path(path_type=Path),
+    help="[default: <root>/serving/<dataset>]",
+)
+@click.option(
+    "--auc-threshold",
+    type=float,
+    default=0.75,
+    show_default=True,
+    help="Blessing floor on eval AUC.",
+)
 @click.option("--epochs", type=int, default=TrainerHParams.epochs, show_default=True)
-@click.option("--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True)
-@click.option("--num-workers", type=int, default=TrainerHParams.num_workers, show_default=True, help="DDP processes.")
-@click.option("--beam-workers", type=int, default=2, show_default=True, help="Beam DirectRunner processes.")
+@click.option(
+    "--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True
+)
+@click.option(
+    "--num-workers",
+    type=int,
+    default=TrainerHParams.num_workers,
+    show_default=True,
+    help="DDP processes.",
+)
+@click.option(
+    "--beam-workers",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Beam DirectRunner processes.",
+)
 @click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
-def run(dataset, data_dir, pipeline_root, serving_dir, auc_threshold, epochs, batch_size, num_workers, beam_workers, no_cache):
+def run(
+    dataset,
+    data_dir,
+    pipeline_root,
+    serving_dir,
+    auc_threshold,
+    epochs,
+    batch_size,
+    num_workers,
+    beam_workers,
+    no_cache,
+):
     """Run the whole pipeline locally (LocalDagRunner + Beam DirectRunner)."""
     from pipeline.local_runner import LocalSettings, run_local
     from pipeline.report import print_run_report
 
     try:
-        hparams = TrainerHParams(epochs=epochs, batch_size=batch_size, num_workers=num_workers).validate()
+        hparams = TrainerHParams(
+            epochs=epochs, batch_size=batch_size, num_workers=num_workers
+        ).validate()
         settings = LocalSettings(
             dataset=load_dataset_config(dataset),
             pipeline_root=pipeline_root,
@@ -73,8 +147,18 @@ def run(dataset, data_dir, pipeline_root, serving_dir, auc_threshold, epochs, ba
 
 
 @cli.command("draft-schema")
-@click.option("--data-dir", type=click.Path(path_type=Path), required=True, help="Folder of CSV files.")
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="Where to write schema.pbtxt.")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Folder of CSV files.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Where to write schema.pbtxt.",
+)
 def draft_schema_cmd(data_dir: Path, out: Path) -> None:
     """Draft a schema (types, presence, domains, value ranges) from CSV data, to curate by hand."""
     from data.schema_draft import draft_schema, write_schema
@@ -83,13 +167,20 @@ def draft_schema_cmd(data_dir: Path, out: Path) -> None:
         write_schema(draft_schema(data_dir), out)
     except DataSourceError as err:
         raise click.ClickException(str(err)) from err
-    click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
+    click.echo(
+        f"Draft schema written to {out}; review presence, domains and ranges before committing it."
+    )
 
 
 def main() -> None:
     # TFT and onnx2tf build tf_keras (Keras 2) models; TF 2.16 would otherwise hand out Keras 3.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    cli(prog_name="torchtfx")
+    try:
+        cli(prog_name="torchtfx")
+    finally:
+        # Free TF functions while their modules are still alive; otherwise interpreter shutdown
+        # prints dozens of harmless but alarming AtomicFunction.__del__ tracebacks.
+        gc.collect()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""Shared fixtures: the taxi config, a small real sample of the packaged CSV, and a real TFT
+transform graph over it (session-scoped: built once, a few seconds)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from components.torch_trainer.features import FeatureLayout, layout_from_transform  # noqa: E402
+from components.torch_trainer.shards import ArraySplit  # noqa: E402
+from data.config import load_dataset_config  # noqa: E402
+from data.sources import default_data_dir  # noqa: E402
+from tests import helpers  # noqa: E402
+
+
+@dataclasses.dataclass
+class TinyTaxi:
+    cfg: object
+    examples_dir: Path
+    examples_path: Path
+    tft_output: object
+    layout: FeatureLayout
+    arrays: ArraySplit
+
+
+@pytest.fixture(scope="session")
+def taxi_cfg():
+    return load_dataset_config("taxi")
+
+
+@pytest.fixture(scope="session")
+def taxi_csv(taxi_cfg) -> Path:
+    return default_data_dir(taxi_cfg) / "data.csv"
+
+
+@pytest.fixture(scope="session")
+def tiny_taxi(tmp_path_factory, taxi_cfg, taxi_csv) -> TinyTaxi:
+    root = tmp_path_factory.mktemp("tiny_taxi")
+    schema = helpers.read_schema(taxi_cfg.schema_path)
+    examples_path = helpers.write_examples(helpers.csv_rows(taxi_csv, 800), schema, root / "Split-eval")
+    tft_output = helpers.run_transform(taxi_cfg, examples_path.parent, root)
+    layout = layout_from_transform(taxi_cfg, tft_output)
+    xf = helpers.transform_examples(tft_output, examples_path)
+    arrays = ArraySplit(
+        dense=np.stack([xf[k].reshape(-1) for k in layout.dense], axis=1).astype(np.float32),
+        categorical=np.stack([xf[k].reshape(-1) for k in layout.embedded], axis=1).astype(np.int64),
+        label=xf[layout.label].reshape(-1).astype(np.float32),
+    )
+    return TinyTaxi(taxi_cfg, examples_path.parent, examples_path, tft_output, layout, arrays)

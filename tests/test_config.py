@@ -1,0 +1,64 @@
+"""Dataset config loading: the shipped configs load, and each kind of mistake is named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from data.config import DatasetConfig, DatasetConfigError, load_dataset_config
+
+
+def test_taxi_config_describes_features_label_split_and_slices(taxi_cfg):
+    assert taxi_cfg.dense == ("trip_miles", "fare", "trip_seconds")
+    assert "payment_type" in taxi_cfg.categorical and taxi_cfg.bucketized["pickup_latitude"] == 10
+    assert taxi_cfg.label.relative_to == "fare" and taxi_cfg.label.threshold == pytest.approx(0.2)
+    assert taxi_cfg.split == {"train": 2, "eval": 1}
+    assert ("payment_type",) in taxi_cfg.slices
+    assert taxi_cfg.schema_path.is_file()
+
+
+def test_config_round_trips_through_json(taxi_cfg):
+    assert DatasetConfig.from_json(taxi_cfg.to_json()) == taxi_cfg
+    json.loads(taxi_cfg.to_json())  # must be plain JSON for TFX execution properties
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    return path
+
+
+BASE = """
+name: bad
+schema: {schema}
+features: {{dense: [a], categorical: [b]}}
+label: {{name: y, column: c, op: greater, threshold: 1}}
+"""
+
+
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ("label: {name: y, column: c, op: bigger}", "label op 'bigger'"),
+        ("label: {name: y, column: a}", "label leak"),
+        ("split: {train: 2}", "'split' must map exactly"),
+        ("slices: [[nope]]", "unknown features ['nope']"),
+        ("label: {name: y, column: c, op: in}", "non-empty 'positive_values'"),
+    ],
+)
+def test_bad_configs_get_specific_errors(tmp_path, taxi_cfg, patch, message):
+    text = BASE.format(schema=taxi_cfg.schema_path) + patch + "\n"
+    with pytest.raises(DatasetConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_dataset_config(_write(tmp_path, text))
+
+
+def test_unknown_dataset_lists_known_ones():
+    with pytest.raises(DatasetConfigError, match="known datasets: .*taxi"):
+        load_dataset_config("no_such_dataset")
+
+
+def test_missing_schema_file_is_named(tmp_path):
+    text = BASE.format(schema=tmp_path / "missing.pbtxt")
+    with pytest.raises(DatasetConfigError, match="missing.pbtxt does not exist"):
+        load_dataset_config(_write(tmp_path, text))

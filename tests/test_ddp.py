@@ -1,0 +1,89 @@
+"""The DDP training loop with 2 real worker processes on CPU (torchrun, gloo), MLflow in sqlite."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from components.torch_trainer import job as job_files
+from components.torch_trainer.hparams import HParamsError, TrainerHParams
+from components.torch_trainer.job import TrainJob, TrainResult
+from components.torch_trainer.launch import TrainingFailedError, launch
+from components.torch_trainer.shards import ArraySplit
+
+
+def _job(tmp_path: Path, tiny_taxi, **hparams) -> TrainJob:
+    arrays = tiny_taxi.arrays
+    half = len(arrays) * 3 // 4
+    ArraySplit(arrays.dense[:half], arrays.categorical[:half], arrays.label[:half]).save(tmp_path / "data" / "train")
+    ArraySplit(arrays.dense[half:], arrays.categorical[half:], arrays.label[half:]).save(tmp_path / "data" / "eval")
+    hp = TrainerHParams(**{"epochs": 3, "batch_size": 64, "num_workers": 2, "use_gpu": False, **hparams})
+    return TrainJob(
+        data_dir=str(tmp_path / "data"),
+        model_dir=str(tmp_path / "model"),
+        run_dir=str(tmp_path / "run"),
+        layout=tiny_taxi.layout,
+        hparams=hp.validate(),
+        mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        mlflow_experiment="test-ddp",
+        mlflow_run_name="ddp-test",
+        mlflow_tags={"pipeline_run_id": "test"},
+    )
+
+
+def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi):
+    job = _job(tmp_path, tiny_taxi)
+    launch(job, tmp_path / "job.json", tmp_path / "train.log")
+    result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
+    assert result.world_size == 2 and result.device == "cpu"
+    assert result.epochs_run == 3 and 0.5 < result.eval_auc <= 1.0
+    assert result.onnx_max_abs_diff < 1e-5
+    # Rank 0 alone writes: one state_dict, one ONNX file, one checkpoint with the epoch.
+    state = torch.load(tmp_path / "model" / job_files.STATE_DICT_FILE, weights_only=True)
+    assert not any(k.startswith("module.") for k in state)  # model.module.state_dict(), not the DDP wrapper
+    ckpt = torch.load(tmp_path / "run" / job_files.CHECKPOINT_FILE, weights_only=True)
+    assert ckpt["epoch"] == 2
+    assert (tmp_path / "model" / job_files.ONNX_FILE).is_file()
+    assert (tmp_path / "run" / job_files.CURVES_FILE).stat().st_size > 1000
+    log = (tmp_path / "train.log").read_text()
+    assert "[rank 0]" in log and "[rank 1]" in log
+    assert log.count("epoch 3/3") == 1  # progress reported by rank 0 only
+    history = json.loads((tmp_path / "run" / job_files.HISTORY_FILE).read_text())
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(job.mlflow_tracking_uri)
+    run = client.get_run(result.mlflow_run_id)
+    assert run.data.params["num_workers"] == "2"
+    steps = [m.step for m in client.get_metric_history(run.info.run_id, "eval_loss")]
+    assert steps == [1, 2, 3]
+    assert len(client.search_runs([run.info.experiment_id])) == 1  # not one run per rank
+
+
+def test_early_stopping_ends_training_when_eval_loss_stalls(tmp_path, tiny_taxi):
+    # A huge learning rate makes eval loss stall or rise; patience 1 must stop well before 30 epochs.
+    job = _job(tmp_path, tiny_taxi, epochs=30, learning_rate=5.0, early_stopping_patience=1)
+    launch(job, tmp_path / "job.json", tmp_path / "train.log")
+    result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
+    assert result.epochs_run < 30
+    assert "Early stopping" in (tmp_path / "train.log").read_text()
+
+
+def test_worker_failure_surfaces_with_the_log_tail(tmp_path, tiny_taxi):
+    job = _job(tmp_path, tiny_taxi)
+    (tmp_path / "data" / "train" / "label.npy").write_bytes(b"not an array")
+    with pytest.raises(TrainingFailedError, match="DDP training failed"):
+        launch(job, tmp_path / "job.json", tmp_path / "train.log")
+
+
+def test_hyperparameters_are_validated_before_any_work():
+    with pytest.raises(HParamsError, match="batch_size=0"):
+        TrainerHParams(batch_size=0).validate()
+    with pytest.raises(HParamsError, match="unknown trainer hyperparameters: lr"):
+        TrainerHParams.from_dict({"lr": 1})
+    assert np.isclose(TrainerHParams.from_json(TrainerHParams().to_json()).learning_rate, 3e-3)

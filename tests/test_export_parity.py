@@ -1,0 +1,81 @@
+"""ONNX export, onnx2tf conversion, the serving SavedModel and the parity gate, on a real TFT graph."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+
+from components.torch_trainer.convert import build_serving_model, convert_onnx
+from components.torch_trainer.export import check_onnx, export_onnx
+from components.torch_trainer.model import TabularModel
+from components.torch_trainer.parity import ParityError, enforce, measure_parity
+
+
+def _trained_model(tiny_taxi, seed: int = 0) -> TabularModel:
+    torch.manual_seed(seed)
+    model = TabularModel(tiny_taxi.layout, hidden_units=(16,), dropout=0.0, max_embedding_dim=4)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    a = tiny_taxi.arrays
+    dense, cat, label = torch.from_numpy(a.dense), torch.from_numpy(a.categorical), torch.from_numpy(a.label)
+    for _ in range(30):
+        opt.zero_grad()
+        torch.nn.functional.binary_cross_entropy_with_logits(model(dense, cat), label).backward()
+        opt.step()
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory, tiny_taxi):
+    root = tmp_path_factory.mktemp("converted")
+    model = _trained_model(tiny_taxi)
+    export_onnx(model, tiny_taxi.arrays, root / "model.onnx")
+    network = convert_onnx(root / "model.onnx", root / "onnx2tf")
+    build_serving_model(network, tiny_taxi.tft_output, tiny_taxi.cfg, tiny_taxi.layout, root / "serving")
+    return model, root
+
+
+def test_onnxruntime_matches_torch(converted, tiny_taxi):
+    model, root = converted
+    assert check_onnx(model, root / "model.onnx", tiny_taxi.arrays) < 1e-5
+
+
+def test_converted_savedmodel_passes_the_parity_gate(converted, tiny_taxi):
+    model, root = converted
+    report = measure_parity(str(root / "serving"), str(tiny_taxi.examples_dir), model, tiny_taxi.layout, 1e-5)
+    assert report.examples == 800
+    assert report.max_abs_diff <= 1e-5
+    enforce(report)
+
+
+def test_parity_gate_fails_on_a_broken_conversion(tmp_path, converted, tiny_taxi):
+    """A conversion that changed the numbers (here: a perturbed network) must be refused."""
+    model, _ = converted
+    broken = _trained_model(tiny_taxi)
+    with torch.no_grad():
+        broken.mlp[0].weight.add_(0.05)
+    export_onnx(broken, tiny_taxi.arrays, tmp_path / "broken.onnx")
+    network = convert_onnx(tmp_path / "broken.onnx", tmp_path / "onnx2tf")
+    build_serving_model(network, tiny_taxi.tft_output, tiny_taxi.cfg, tiny_taxi.layout, tmp_path / "serving")
+    report = measure_parity(str(tmp_path / "serving"), str(tiny_taxi.examples_dir), model, tiny_taxi.layout, 1e-5)
+    assert not report.passed
+    with pytest.raises(ParityError, match=r"differs from PyTorch by up to [0-9.e-]+ .* above the tolerance 1e-05"):
+        enforce(report)
+
+
+def test_serving_signature_takes_raw_examples_without_label(converted, tiny_taxi):
+    _, root = converted
+    loaded = tf.saved_model.load(str(root / "serving"))
+    serve = loaded.signatures["serving_default"]
+    assert list(serve.structured_input_signature[1]) == ["examples"]
+    records = [r.numpy() for r in tf.data.TFRecordDataset(str(tiny_taxi.examples_path), compression_type="GZIP")]
+    stripped = []
+    for record in records[:16]:
+        example = tf.train.Example.FromString(record)
+        del example.features.feature["tips"]  # serving requests carry no label
+        stripped.append(example.SerializeToString())
+    probs = serve(examples=tf.constant(stripped))["probabilities"].numpy()
+    assert probs.shape == (16,) and np.all((probs >= 0) & (probs <= 1))
+    transformed = loaded.signatures["transform_features"](examples=tf.constant(records[:4]))
+    assert "big_tipper_xf" in transformed and "fare_xf" in transformed
