@@ -34,8 +34,8 @@ def _add_value_ranges(schema: schema_pb2.Schema, ranges: dict[str, tuple[float, 
             continue
         low, high = ranges[feature.name]
         if feature.type == schema_pb2.INT:
-            feature.int_domain.min = int(math.floor(low))
-            feature.int_domain.max = int(math.ceil(high))
+            feature.int_domain.min = math.floor(low)
+            feature.int_domain.max = math.ceil(high)
         elif feature.type == schema_pb2.FLOAT:
             feature.float_domain.min = math.floor(low)
             feature.float_domain.max = math.ceil(high)

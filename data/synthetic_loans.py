@@ -15,7 +15,17 @@ import numpy as np
 PURPOSES = ("car", "home", "education", "business", "medical", "travel")
 OWNERSHIP = ("rent", "own", "mortgage")
 STATES = ("CA", "NY", "TX", "FL", "IL", "WA", "MA", "CO")
-COLUMNS = ("age", "income", "loan_amount", "term_months", "purpose", "home_ownership", "state", "credit_score", "defaulted")
+COLUMNS = (
+    "age",
+    "income",
+    "loan_amount",
+    "term_months",
+    "purpose",
+    "home_ownership",
+    "state",
+    "credit_score",
+    "defaulted",
+)
 
 
 def generate(rows: int, seed: int = 7) -> list[dict[str, object]]:
@@ -41,8 +51,10 @@ def generate(rows: int, seed: int = 7) -> list[dict[str, object]]:
     defaulted = rng.random(rows) < 1 / (1 + np.exp(-logit))
     income_cells = [("" if rng.random() < 0.03 else f"{v}") for v in income]  # some incomes unreported
     return [
-        dict(zip(COLUMNS, values))
-        for values in zip(age, income_cells, loan, term, purpose, owner, state, score, np.where(defaulted, "yes", "no"))
+        dict(zip(COLUMNS, values, strict=True))
+        for values in zip(
+            age, income_cells, loan, term, purpose, owner, state, score, np.where(defaulted, "yes", "no"), strict=True
+        )
     ]
 
 

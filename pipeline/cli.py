@@ -29,9 +29,7 @@ class _StageProgress(logging.Filter):
     """Let through TFX's per-component progress lines and every warning, not TFX/Beam INFO chatter."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or str(record.msg).startswith(
-            _PROGRESS
-        )
+        return record.levelno >= logging.WARNING or str(record.msg).startswith(_PROGRESS)
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -89,9 +87,7 @@ def cli(verbose: bool) -> None:
     help="Blessing floor on eval AUC.",
 )
 @click.option("--epochs", type=int, default=TrainerHParams.epochs, show_default=True)
-@click.option(
-    "--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True
-)
+@click.option("--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True)
 @click.option(
     "--num-workers",
     type=int,
@@ -124,9 +120,7 @@ def run(
     from pipeline.report import print_run_report
 
     try:
-        hparams = TrainerHParams(
-            epochs=epochs, batch_size=batch_size, num_workers=num_workers
-        ).validate()
+        hparams = TrainerHParams(epochs=epochs, batch_size=batch_size, num_workers=num_workers).validate()
         settings = LocalSettings(
             dataset=load_dataset_config(dataset),
             pipeline_root=pipeline_root,
@@ -167,9 +161,7 @@ def draft_schema_cmd(data_dir: Path, out: Path) -> None:
         write_schema(draft_schema(data_dir), out)
     except DataSourceError as err:
         raise click.ClickException(str(err)) from err
-    click.echo(
-        f"Draft schema written to {out}; review presence, domains and ranges before committing it."
-    )
+    click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ class LocalSettings:
     pipeline_root: Path
     data_dir: Path | None = None  # None: the dataset's packaged default
     serving_dir: Path | None = None  # None: <pipeline_root>/serving/<dataset>
-    hparams: TrainerHParams = TrainerHParams()
+    hparams: TrainerHParams = dataclasses.field(default_factory=TrainerHParams)
     auc_threshold: float = 0.75
     parity_tolerance: float = 1e-5
     beam_workers: int = 2

@@ -77,17 +77,20 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
     """The feature transformations of one dataset (pure TFT; no TFX glue)."""
     outputs: dict[str, tf.Tensor] = {}
     for key in cfg.dense:
-        outputs[transformed_name(key)] = tft.scale_to_z_score(numeric_feature(inputs[key], cfg.defaults.get(key)))
+        outputs[transformed_name(key)] = tft.scale_to_z_score(
+            numeric_feature(inputs[key], cfg.defaults.get(key)), name=f"zscore_{key}"
+        )
     for key in cfg.categorical:
         outputs[transformed_name(key)] = tft.compute_and_apply_vocabulary(
             categorical_feature(inputs[key], cfg.defaults.get(key)),
             top_k=cfg.vocab_top_k,
             num_oov_buckets=cfg.vocab_num_oov_buckets,
             vocab_filename=key,
+            name=f"vocabulary_{key}",
         )
     for key, num_buckets in cfg.bucketized.items():
         outputs[transformed_name(key)] = tft.bucketize(
-            numeric_feature(inputs[key], cfg.defaults.get(key)), num_buckets
+            numeric_feature(inputs[key], cfg.defaults.get(key)), num_buckets, name=f"bucketize_{key}"
         )
     outputs[cfg.label_key] = label_fn(inputs, cfg.label)
     return outputs

@@ -18,7 +18,9 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> None:
     if evaluation is not None:
         metrics = slice_metrics(evaluation.uri)
         overall = metrics.get("Overall", {})
-        click.echo("Evaluation (eval split, overall): " + ", ".join(f"{k}={overall[k]:.4f}" for k in _SHOWN if k in overall))
+        click.echo(
+            "Evaluation (eval split, overall): " + ", ".join(f"{k}={overall[k]:.4f}" for k in _SHOWN if k in overall)
+        )
         click.echo(f"  slices evaluated: {len(metrics)}; full results: {evaluation.uri}")
     click.echo(f"Blessed: {summary.blessed}")
     click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {summary.parity}")

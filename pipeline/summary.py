@@ -68,7 +68,9 @@ def _node_names(store: metadata_store.MetadataStore) -> dict[int, str]:
 
 def _outputs(store: metadata_store.MetadataStore, execution_ids: list[int]) -> dict[int, dict[str, list]]:
     events = store.get_events_by_execution_ids(execution_ids)
-    wanted = [e for e in events if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)]
+    wanted = [
+        e for e in events if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+    ]
     by_id = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in wanted])}
     outputs: dict[int, dict[str, list]] = {}
     for event in wanted:

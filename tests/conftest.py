@@ -13,11 +13,11 @@ import pytest
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from components.torch_trainer.features import FeatureLayout, layout_from_transform  # noqa: E402
-from components.torch_trainer.shards import ArraySplit  # noqa: E402
-from data.config import load_dataset_config  # noqa: E402
-from data.sources import default_data_dir  # noqa: E402
-from tests import helpers  # noqa: E402
+from components.torch_trainer.features import FeatureLayout, layout_from_transform
+from components.torch_trainer.shards import ArraySplit
+from data.config import load_dataset_config
+from data.sources import default_data_dir
+from tests import helpers
 
 
 @dataclasses.dataclass

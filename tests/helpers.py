@@ -64,6 +64,11 @@ def run_transform(cfg: DatasetConfig, examples_dir: Path, out_dir: Path) -> tft.
         raw = pipeline | source.BeamSource()
         transform_fn = (raw, source.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(lambda x: transform(x, cfg))
         _ = transform_fn | tft_beam.WriteTransformFn(str(out_dir / "transform_graph"))
+    # TFX's Transform also records the raw schema beside the graph; serving specs are read from it.
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io
+
+    raw_metadata_dir = out_dir / "transform_graph" / tft.TFTransformOutput.RAW_METADATA_DIR
+    metadata_io.write_metadata(dataset_metadata.DatasetMetadata(schema), str(raw_metadata_dir))
     return tft.TFTransformOutput(str(out_dir / "transform_graph"))
 
 
@@ -73,4 +78,3 @@ def transform_examples(tft_output: tft.TFTransformOutput, examples_path: Path) -
     parsed = tf.io.parse_example(tf.constant(serialized), tft_output.raw_feature_spec())
     out = tft_output.transform_features_layer()(parsed)
     return {k: v.numpy() for k, v in out.items()}
-

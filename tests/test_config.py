@@ -54,11 +54,11 @@ def test_bad_configs_get_specific_errors(tmp_path, taxi_cfg, patch, message):
 
 
 def test_unknown_dataset_lists_known_ones():
-    with pytest.raises(DatasetConfigError, match="known datasets: .*taxi"):
+    with pytest.raises(DatasetConfigError, match=r"known datasets: .*taxi"):
         load_dataset_config("no_such_dataset")
 
 
 def test_missing_schema_file_is_named(tmp_path):
     text = BASE.format(schema=tmp_path / "missing.pbtxt")
-    with pytest.raises(DatasetConfigError, match="missing.pbtxt does not exist"):
+    with pytest.raises(DatasetConfigError, match=r"missing\.pbtxt does not exist"):
         load_dataset_config(_write(tmp_path, text))

@@ -17,4 +17,3 @@ PARITY_PROPERTY = "parity_max_abs_diff"
 MLFLOW_RUN_ID_PROPERTY = "mlflow_run_id"
 EVAL_AUC_PROPERTY = "torch_eval_auc"
 NUM_WORKERS_PROPERTY = "ddp_world_size"
-

@@ -23,8 +23,8 @@ def export_onnx(model: TabularModel, sample: ArraySplit, path: Path) -> None:
     ``dynamo=False``: the dynamo exporter needs onnxscript, whose ml_dtypes conflicts with TF 2.16.
     """
     wrapped = ProbabilityModel(model).eval().cpu()
-    dense = torch.from_numpy(np.asarray(sample.dense[:8]))
-    categorical = torch.from_numpy(np.asarray(sample.categorical[:8]))
+    dense = torch.from_numpy(np.array(sample.dense[:8]))
+    categorical = torch.from_numpy(np.array(sample.categorical[:8]))
     path.parent.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         torch.onnx.export(
@@ -33,7 +33,11 @@ def export_onnx(model: TabularModel, sample: ArraySplit, path: Path) -> None:
             str(path),
             input_names=[DENSE_INPUT, CATEGORICAL_INPUT],
             output_names=[PROBABILITIES_OUTPUT],
-            dynamic_axes={DENSE_INPUT: {0: "batch"}, CATEGORICAL_INPUT: {0: "batch"}, PROBABILITIES_OUTPUT: {0: "batch"}},
+            dynamic_axes={
+                DENSE_INPUT: {0: "batch"},
+                CATEGORICAL_INPUT: {0: "batch"},
+                PROBABILITIES_OUTPUT: {0: "batch"},
+            },
             opset_version=ONNX_OPSET,
             dynamo=False,
         )
@@ -45,8 +49,8 @@ def torch_probabilities(model: TabularModel, split: ArraySplit, batch_size: int 
     with torch.no_grad():
         for start in range(0, len(split), batch_size):
             stop = start + batch_size
-            dense = torch.from_numpy(np.asarray(split.dense[start:stop]))
-            categorical = torch.from_numpy(np.asarray(split.categorical[start:stop]))
+            dense = torch.from_numpy(np.array(split.dense[start:stop]))
+            categorical = torch.from_numpy(np.array(split.categorical[start:stop]))
             out.append(wrapped(dense, categorical).numpy())
     return np.concatenate(out)
 

@@ -46,7 +46,7 @@ def layout_from_transform(cfg: DatasetConfig, tft_output) -> FeatureLayout:
         raise ValueError(f"Transform output lacks features {missing}; was it built from another dataset config?")
     cardinalities = tuple(int(tft_output.num_buckets_for_transformed_feature(k)) for k in embedded)
     if any(c < 1 or math.isnan(c) for c in cardinalities):
-        raise ValueError(f"Transform output has empty vocabularies: {dict(zip(embedded, cardinalities))}")
+        raise ValueError(f"Transform output has empty vocabularies: {dict(zip(embedded, cardinalities, strict=True))}")
     return FeatureLayout(
         dense=tuple(transformed_name(k) for k in cfg.dense),
         embedded=embedded,

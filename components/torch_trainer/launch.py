@@ -46,14 +46,17 @@ def launch(job: TrainJob, job_path: Path, log_path: Path) -> None:
     command = torchrun_command(job_path, job)
     logger.info("Starting %s DDP workers: %s", job.hparams.num_workers, " ".join(command))
     tail: collections.deque[str] = collections.deque(maxlen=40)
-    with log_path.open("w") as log, subprocess.Popen(
-        command,
-        env=worker_env(job.hparams.threads_per_worker),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        bufsize=1,
-    ) as proc:
+    with (
+        log_path.open("w") as log,
+        subprocess.Popen(
+            command,
+            env=worker_env(job.hparams.threads_per_worker),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        ) as proc,
+    ):
         for line in proc.stdout:
             log.write(line)
             tail.append(line.rstrip())

@@ -21,7 +21,7 @@ def roc_auc(labels: np.ndarray, scores: np.ndarray) -> float:
     boundaries = np.flatnonzero(np.diff(sorted_scores)) + 1
     starts = np.concatenate([[0], boundaries])
     stops = np.concatenate([boundaries, [len(scores)]])
-    for start, stop in zip(starts, stops):
+    for start, stop in zip(starts, stops, strict=True):
         ranks[order[start:stop]] = (start + stop + 1) / 2.0
     rank_sum = ranks[labels].sum()
     return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))

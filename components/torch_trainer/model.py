@@ -23,7 +23,9 @@ class TabularModel(nn.Module):
     ) -> None:
         super().__init__()
         dims = layout.embedding_dims(max_embedding_dim)
-        self.embeddings = nn.ModuleList(nn.Embedding(card, dim) for card, dim in zip(layout.cardinalities, dims))
+        self.embeddings = nn.ModuleList(
+            nn.Embedding(card, dim) for card, dim in zip(layout.cardinalities, dims, strict=True)
+        )
         width = len(layout.dense) + sum(dims)
         layers: list[nn.Module] = []
         for units in hidden_units:
@@ -47,4 +49,3 @@ class ProbabilityModel(nn.Module):
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.model(dense, categorical))
-

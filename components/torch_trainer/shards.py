@@ -51,11 +51,12 @@ class ArraySplit:
             start, stop = rank * size, (rank + 1) * size
         else:
             start, stop = rank * n // world_size, (rank + 1) * n // world_size
-        # np.ascontiguousarray reads this rank's rows into memory once; the shard is small.
+        # np.array copies this rank's rows out of the read-only memory map into writable memory
+        # (torch tensors need writable buffers); each rank holds only its own shard.
         return ArraySplit(
-            dense=np.ascontiguousarray(self.dense[start:stop]),
-            categorical=np.ascontiguousarray(self.categorical[start:stop]),
-            label=np.ascontiguousarray(self.label[start:stop]),
+            dense=np.array(self.dense[start:stop]),
+            categorical=np.array(self.categorical[start:stop]),
+            label=np.array(self.label[start:stop]),
         )
 
 
