@@ -123,8 +123,8 @@ def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
 @pytest.mark.parametrize(
     "corruption, expected",
     [
-        ("missing_column", "column 'fare': Column dropped"),
-        ("text_in_numeric", 'got STRING; String values that were not floats were found, such as "about three miles"'),
+        ("missing_column", ["column 'fare': Column dropped"]),
+        ("text_in_numeric", ["column 'trip_miles'", 'String values that were not floats were found, such as "about']),
     ],
 )
 def test_corrupt_input_stops_before_training_and_leaves_serving_untouched(
@@ -145,8 +145,8 @@ def test_corrupt_input_stops_before_training_and_leaves_serving_untouched(
         "--data-dir", str(data), "--pipeline-root", str(tmp_path / "pipeline"), "--serving-dir", str(serving)
     )
     assert proc.returncode != 0
-    assert "data validation failed" in proc.stderr and expected in proc.stderr, proc.stderr[-3000:]
-    assert "column 'fare'" in proc.stderr if corruption == "missing_column" else "column 'trip_miles'" in proc.stderr
+    assert "data validation failed" in proc.stderr, proc.stderr[-3000:]
+    assert all(text in proc.stderr for text in expected), proc.stderr[-3000:]
     ran = {s.node for s in metadata(tmp_path / "pipeline").stages}
     assert not ran & {"Transform", "TorchTrainer", "Evaluator", "Pusher"}, ran
     assert tree_digest(serving) == before
