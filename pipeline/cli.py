@@ -3,10 +3,10 @@ report join the same click group later."""
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -167,12 +167,19 @@ def draft_schema_cmd(data_dir: Path, out: Path) -> None:
 def main() -> None:
     # TFT and onnx2tf build tf_keras (Keras 2) models; TF 2.16 would otherwise hand out Keras 3.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    # google-cloud client libraries (pulled in by tfx) warn about Python 3.10 on every import.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
     try:
         cli(prog_name="torchtfx")
-    finally:
-        # Free TF functions while their modules are still alive; otherwise interpreter shutdown
-        # prints dozens of harmless but alarming AtomicFunction.__del__ tracebacks.
-        gc.collect()
+        code = 0
+    except SystemExit as done:  # click ends every command this way, success included
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    # Everything is persisted by now (MLMD, MLflow, artifacts). Skip interpreter teardown: TF's
+    # AtomicFunction.__del__ runs after its modules are gone and prints dozens of harmless tracebacks.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 if __name__ == "__main__":

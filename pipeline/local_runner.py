@@ -57,12 +57,13 @@ class LocalSettings:
 
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     """Run the whole pipeline; returns the run's summary and its wall time in seconds."""
+    data_dir = (settings.data_dir or default_data_dir(settings.dataset)).resolve()
+    csv_files(data_dir)  # fail fast, by name, on a missing or empty input directory (before TF loads)
+
     from tfx import v1 as tfx
 
     from pipeline.pipeline import create_pipeline
 
-    data_dir = (settings.data_dir or default_data_dir(settings.dataset)).resolve()
-    csv_files(data_dir)  # fail fast, by name, on a missing or empty input directory
     settings.root.mkdir(parents=True, exist_ok=True)
     (settings.root / "mlflow").mkdir(exist_ok=True)
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(str(settings.metadata_path))
