@@ -61,6 +61,7 @@ class DatasetConfig:
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     source_package: str | None = None
     source_path: str | None = None
+    gates: dict[str, Any] = dataclasses.field(default_factory=dict)  # see pipeline.gates.GateConfig
 
     @property
     def embedded_features(self) -> tuple[str, ...]:
@@ -183,6 +184,7 @@ def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
         defaults=dict(raw.get("defaults") or {}),
         source_package=source.get("package"),
         source_path=source.get("path"),
+        gates=dict(raw.get("gates") or {}),
     )
     _check_consistency(cfg, path)
     return cfg

@@ -1,5 +1,5 @@
-"""The ``torchtfx`` command line: ``run`` and ``draft-schema`` today; compile, submit, promote and
-report join the same click group later."""
+"""The ``torchtfx`` command line: ``run``, ``draft-schema``, ``promote``, ``report``; compile and
+submit join the same click group later."""
 
 from __future__ import annotations
 
@@ -11,14 +11,18 @@ from pathlib import Path
 
 import click
 
+from components.promoter.promotion import PromotionError
 from components.torch_trainer.hparams import HParamsError, TrainerHParams
 from data.config import DatasetConfigError, load_dataset_config
 from data.sources import DataSourceError
+from pipeline.gates import GateConfig, GateConfigError
 
 logger = logging.getLogger("torchtfx")
 
 # Errors whose message already tells the user what is wrong and what to do: no traceback.
-_USER_ERRORS = (DatasetConfigError, DataSourceError, HParamsError)
+_USER_ERRORS = (DatasetConfigError, DataSourceError, HParamsError, GateConfigError, PromotionError, LookupError)
+# Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
+REJECTED_EXIT_CODE = 3
 
 
 _OWN_LOGGERS = ("torchtfx", "components", "pipeline", "data")
@@ -79,15 +83,12 @@ def cli(verbose: bool) -> None:
     type=click.Path(path_type=Path),
     help="[default: <root>/serving/<dataset>]",
 )
-@click.option(
-    "--auc-threshold",
-    type=float,
-    default=0.75,
-    show_default=True,
-    help="Blessing floor on eval AUC.",
-)
+@click.option("--auc-threshold", type=float, help="AUC floor [default: the dataset's gates, else 0.75].")
+@click.option("--max-auc-drop", type=float, help="Allowed AUC drop vs the champion [default: 0.01].")
 @click.option("--epochs", type=int, default=TrainerHParams.epochs, show_default=True)
 @click.option("--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True)
+@click.option("--learning-rate", type=float, default=TrainerHParams.learning_rate, show_default=True)
+@click.option("--seed", type=int, default=TrainerHParams.seed, show_default=True)
 @click.option(
     "--num-workers",
     type=int,
@@ -109,8 +110,11 @@ def run(
     pipeline_root,
     serving_dir,
     auc_threshold,
+    max_auc_drop,
     epochs,
     batch_size,
+    learning_rate,
+    seed,
     num_workers,
     beam_workers,
     no_cache,
@@ -120,14 +124,17 @@ def run(
     from pipeline.report import print_run_report
 
     try:
-        hparams = TrainerHParams(epochs=epochs, batch_size=batch_size, num_workers=num_workers).validate()
+        hparams = TrainerHParams(
+            epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed, num_workers=num_workers
+        ).validate()
+        dataset_cfg = load_dataset_config(dataset)
         settings = LocalSettings(
-            dataset=load_dataset_config(dataset),
+            dataset=dataset_cfg,
             pipeline_root=pipeline_root,
             data_dir=data_dir,
             serving_dir=serving_dir,
             hparams=hparams,
-            auc_threshold=auc_threshold,
+            gates=GateConfig.from_dict(dataset_cfg.gates, auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
             beam_workers=beam_workers,
             enable_cache=not no_cache,
         )
@@ -137,7 +144,8 @@ def run(
     except RuntimeError as err:
         # Pipeline stage failures (data validation, parity, training) carry a message meant for the user.
         raise click.ClickException(f"pipeline run failed: {err}") from err
-    print_run_report(summary, wall, settings)
+    if not print_run_report(summary, wall, settings):
+        raise click.exceptions.Exit(REJECTED_EXIT_CODE)
 
 
 @cli.command("draft-schema")
@@ -162,6 +170,16 @@ def draft_schema_cmd(data_dir: Path, out: Path) -> None:
     except DataSourceError as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
+
+
+def _register_subcommands() -> None:
+    from pipeline.cli_promotion import promote, report
+
+    cli.add_command(promote)
+    cli.add_command(report)
+
+
+_register_subcommands()
 
 
 def main() -> None:

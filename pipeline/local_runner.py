@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
 import time
 from pathlib import Path
 
+from components.promoter.serving_config import BatchingParams
 from components.torch_trainer.hparams import TrainerHParams
-from data.config import DatasetConfig
+from data.config import PROJECT_ROOT, DatasetConfig
 from data.sources import csv_files, default_data_dir
+from pipeline.gates import GateConfig
 from pipeline.summary import RunSummary, latest_run
 
 logger = logging.getLogger(__name__)
@@ -23,7 +26,8 @@ class LocalSettings:
     data_dir: Path | None = None  # None: the dataset's packaged default
     serving_dir: Path | None = None  # None: <pipeline_root>/serving/<dataset>
     hparams: TrainerHParams = dataclasses.field(default_factory=TrainerHParams)
-    auc_threshold: float = 0.75
+    gates: GateConfig = dataclasses.field(default_factory=GateConfig)
+    batching: BatchingParams = dataclasses.field(default_factory=BatchingParams)
     parity_tolerance: float = 1e-5
     beam_workers: int = 2
     enable_cache: bool = True
@@ -48,11 +52,28 @@ class LocalSettings:
     def pipeline_name(self) -> str:
         return f"torchtfx-{self.dataset.name}"
 
+    @property
+    def registered_model_name(self) -> str:
+        """The MLflow registered model whose ``champion`` alias is production."""
+        return self.pipeline_name
+
     def beam_args(self) -> list[str]:
         return [
             "--direct_running_mode=multi_processing",
             f"--direct_num_workers={self.beam_workers}",
         ]
+
+
+def code_version() -> str:
+    """The git commit of the code that trains, recorded on every registered model version."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True
+        )
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
@@ -76,7 +97,11 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
         hparams=settings.hparams,
         mlflow_tracking_uri=settings.mlflow_default_uri,
         mlflow_experiment=settings.pipeline_name,
-        auc_threshold=settings.auc_threshold,
+        registered_model_name=settings.registered_model_name,
+        serving_model_name=settings.dataset.name,
+        gates=settings.gates,
+        code_version=code_version(),
+        batching=settings.batching,
         parity_tolerance=settings.parity_tolerance,
         beam_pipeline_args=settings.beam_args(),
         metadata_connection_config=connection,

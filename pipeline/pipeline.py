@@ -5,11 +5,15 @@ from __future__ import annotations
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
+from components.champion.component import ChampionModel
 from components.data_gate.component import DataGate
+from components.promoter.component import Promoter
+from components.promoter.serving_config import BatchingParams
 from components.torch_trainer.component import TorchTrainer
 from components.torch_trainer.hparams import TrainerHParams
 from data.config import DatasetConfig
 from pipeline.eval_config import build_eval_config
+from pipeline.gates import GateConfig
 from pipeline.preprocessing import DATASET_CONFIG_KEY
 
 PREPROCESSING_FN = "pipeline.preprocessing.preprocessing_fn"
@@ -31,7 +35,11 @@ def create_pipeline(
     hparams: TrainerHParams,
     mlflow_tracking_uri: str,
     mlflow_experiment: str,
-    auc_threshold: float = 0.5,
+    registered_model_name: str,
+    serving_model_name: str,
+    gates: GateConfig,
+    code_version: str = "unknown",
+    batching: BatchingParams | None = None,
     parity_tolerance: float = 1e-5,
     beam_pipeline_args: list[str] | None = None,
     metadata_connection_config=None,
@@ -39,7 +47,8 @@ def create_pipeline(
     enable_data_gate: bool = True,
 ) -> tfx.dsl.Pipeline:
     """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator (-> DataGate) -> Transform ->
-    TorchTrainer -> Evaluator (AUC floor) -> Pusher (TF Serving layout under ``serving_model_dir``).
+    TorchTrainer -> Evaluator (gates vs ChampionModel) -> Promoter (TF Serving layout under
+    ``serving_model_dir``, MLflow registry aliases).
 
     ``enable_data_gate=False`` lets a run train on data that has anomalies (they are still recorded).
     """
@@ -72,19 +81,32 @@ def create_pipeline(
         mlflow_experiment=mlflow_experiment,
         parity_tolerance=parity_tolerance,
     )
+    # The baseline is the model in production (registry alias `champion`), not TFX's latest-blessed
+    # Resolver, which the open-source KFP v2 backend cannot run.
+    champion = ChampionModel(
+        serving_dir=serving_model_dir,
+        registered_model_name=registered_model_name,
+        mlflow_tracking_uri=mlflow_tracking_uri,
+    )
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
-        eval_config=build_eval_config(dataset, auc_threshold),
+        baseline_model=champion.outputs["champion"],
+        eval_config=build_eval_config(dataset, gates.validate()),
     )
-    pusher = tfx.components.Pusher(
+    promoter = Promoter(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
-        push_destination=tfx.proto.PushDestination(
-            filesystem=tfx.proto.PushDestination.Filesystem(base_directory=serving_model_dir)
-        ),
+        evaluation=evaluator.outputs["evaluation"],
+        examples=example_gen.outputs["examples"],
+        serving_dir=serving_model_dir,
+        serving_model_name=serving_model_name,
+        registered_model_name=registered_model_name,
+        mlflow_tracking_uri=mlflow_tracking_uri,
+        code_version=code_version,
+        batching=batching or BatchingParams(),
     )
-    components += [transform, trainer, evaluator, pusher]
+    components += [transform, trainer, champion, evaluator, promoter]
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,

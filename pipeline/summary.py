@@ -38,7 +38,13 @@ class RunSummary:
 
     @property
     def pushed_to(self) -> str | None:
-        return self.custom("Pusher", "pushed_model", "pushed_destination")
+        if self.custom("Promoter", "pushed_model", "pushed") != 1:
+            return None
+        return self.custom("Promoter", "pushed_model", "pushed_destination")
+
+    @property
+    def rejection(self) -> str | None:
+        return self.custom("Promoter", "pushed_model", "rejection_reasons")
 
     @property
     def parity(self) -> float | None:
@@ -102,7 +108,7 @@ def latest_run(connection_config: metadata_store_pb2.ConnectionConfig) -> RunSum
 
 
 def slice_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
-    """TFMA metrics per slice ("Overall", "payment_type=Cash", ...) from an Evaluator output."""
+    """The candidate's TFMA metrics per slice ("Overall", "payment_type=Cash", ...) from an Evaluator output."""
     import tensorflow_model_analysis as tfma
 
     result: dict[str, dict[str, float]] = {}
@@ -111,6 +117,9 @@ def slice_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
         name = "Overall" if not key else ", ".join(f"{k}={v}" for k, v in key)
         values = {}
         for kv in metrics_for_slice.metric_keys_and_values:
+            # the candidate's own values: not the champion's ("baseline"), not their differences
+            if kv.key.is_diff or kv.key.model_name not in ("", "candidate"):
+                continue
             if kv.value.HasField("double_value"):
                 values[kv.key.name] = kv.value.double_value.value
         result[name] = values

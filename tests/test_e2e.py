@@ -21,14 +21,21 @@ pytestmark = pytest.mark.e2e
 SAMPLE_ROWS = 3000
 ALL_NODES = {
     "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
-    "Transform", "TorchTrainer", "Evaluator", "Pusher",
+    "Transform", "TorchTrainer", "ChampionModel", "Evaluator", "Promoter",
 }  # fmt: skip
+REJECTED = 3  # torchtfx run's exit code for a candidate a gate rejected
 
 
-def torchtfx(*args: str) -> subprocess.CompletedProcess:
+def torchtfx(*args: str, command: str = "run") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", *args], capture_output=True, text=True, timeout=1200
+        [sys.executable, "-m", "pipeline.cli", command, *args], capture_output=True, text=True, timeout=1200
     )
+
+
+def registry(root: Path):
+    from components.promoter.registry import Registry
+
+    return Registry(f"sqlite:///{root / 'pipeline' / 'mlflow' / 'mlflow.db'}", "torchtfx-taxi")
 
 
 def metadata(root: Path):
@@ -67,7 +74,8 @@ def taxi_run(tmp_path_factory, taxi_rows):
     return root, proc
 
 
-def test_taxi_sample_runs_every_component_and_pushes_a_blessed_model(taxi_run):
+def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
+    """Promotion scenario 1: no champion yet; value gates alone decide; version 1 becomes champion."""
     root, proc = taxi_run
     summary = metadata(root / "pipeline")
     assert {s.node for s in summary.stages} == ALL_NODES
@@ -75,16 +83,19 @@ def test_taxi_sample_runs_every_component_and_pushes_a_blessed_model(taxi_run):
     assert summary.blessed is True
     assert summary.parity is not None and summary.parity <= 1e-5
     assert summary.ddp_workers == 2
-    versions = [p for p in (root / "serving").iterdir() if p.is_dir()]
-    assert len(versions) == 1 and versions[0].name.isdigit()
-    assert (versions[0] / "saved_model.pb").is_file()
-    assert f"Pushed model: {versions[0]}" in proc.stdout
+    assert (root / "serving" / "1" / "saved_model.pb").is_file()
+    assert f"pushed model: {root / 'serving' / '1'}" in proc.stdout
+    assert 'version_labels { key: "stable" value: 1 }' in (root / "serving" / "models.config").read_text()
+    assert registry(root).serving_version("champion") == 1
     assert "auc=" in proc.stdout and "MLflow run:" in proc.stdout
+    report = Path(proc.stdout.split("Report: ")[1].split()[0])
+    assert report.is_file() and (report.parent / "calibration.png").is_file()
+    assert (report.parent / "loss_curves.png").is_file() and "Parity" in report.read_text()
 
 
 def test_pushed_model_serves_raw_examples_in_a_tensorflow_only_process(taxi_run, taxi_rows, taxi_cfg):
     root, _ = taxi_run
-    (version,) = [p for p in (root / "serving").iterdir() if p.is_dir()]
+    version = root / "serving" / "1"
     schema = helpers.read_schema(taxi_cfg.schema_path)
     requests = root / "requests.tfrecord"
     import tensorflow as tf
@@ -120,6 +131,48 @@ def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
     assert all(s.state == "COMPLETE" for s in summary.stages)
 
 
+def test_worse_model_is_rejected_and_production_is_byte_identical(taxi_run):
+    """Promotion scenario 2: one optimizer step of training; the gates against the champion refuse it."""
+    root, _ = taxi_run
+    before, champion = tree_digest(root / "serving"), registry(root).alias_version("champion").version
+    proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
+                    "--serving-dir", str(root / "serving"), "--epochs", "1", "--batch-size", "100000")  # fmt: skip
+    assert proc.returncode == REJECTED, proc.stderr[-3000:]
+    assert "Candidate REJECTED" in proc.stderr
+    assert "auc" in proc.stderr and "change gate: candidate - champion >= -0.01" in proc.stderr
+    assert tree_digest(root / "serving") == before  # versions, models.config, batching: untouched
+    assert registry(root).alias_version("champion").version == champion
+    assert registry(root).alias_version("challenger").tags["rejected"] == "true"
+
+
+def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_run):
+    """Promotion scenario 3: a properly trained model (another seed) passes the change gates."""
+    root, _ = taxi_run
+    former = registry(root).alias_version("champion").version
+    proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
+                    "--serving-dir", str(root / "serving"), "--epochs", "6", "--seed", "7")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reg = registry(root)
+    assert reg.alias_version("previous").version == former
+    assert reg.serving_version("champion") == 2
+    config = (root / "serving" / "models.config").read_text()
+    assert 'key: "stable" value: 2' in config and "versions: 1" in config
+
+
+def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run):
+    """Promotion scenario 4: `torchtfx promote --rollback`, twice."""
+    root, _ = taxi_run
+    args = ("--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving"))
+    first = torchtfx("--rollback", *args, command="promote")
+    assert first.returncode == 0 and "rolled back" in first.stdout, first.stderr[-2000:]
+    assert registry(root).serving_version("champion") == 1
+    assert 'key: "stable" value: 1' in (root / "serving" / "models.config").read_text()
+    state = tree_digest(root / "serving")
+    second = torchtfx("--rollback", *args, command="promote")
+    assert second.returncode == 0 and "nothing to roll back" in second.stdout
+    assert tree_digest(root / "serving") == state and registry(root).serving_version("champion") == 1
+
+
 @pytest.mark.parametrize(
     "corruption, expected",
     [
@@ -148,5 +201,5 @@ def test_corrupt_input_stops_before_training_and_leaves_serving_untouched(
     assert "data validation failed" in proc.stderr, proc.stderr[-3000:]
     assert all(text in proc.stderr for text in expected), proc.stderr[-3000:]
     ran = {s.node for s in metadata(tmp_path / "pipeline").stages}
-    assert not ran & {"Transform", "TorchTrainer", "Evaluator", "Pusher"}, ran
+    assert not ran & {"Transform", "TorchTrainer", "Evaluator", "Promoter"}, ran
     assert tree_digest(serving) == before

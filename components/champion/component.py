@@ -1,0 +1,48 @@
+"""ChampionModel: imports the model currently in production as a ``Model`` artifact, the Evaluator's
+baseline. Replaces TFX's latest-blessed Resolver, which the open-source KFP v2 backend cannot run."""
+
+from __future__ import annotations
+
+from tfx import types
+from tfx.dsl.compiler import constants as compiler_constants
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.orchestration import data_types
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from components.champion import executor
+from components.champion.constants import (
+    CHAMPION_KEY,
+    MLFLOW_TRACKING_URI_KEY,
+    REGISTERED_MODEL_KEY,
+    RUN_TOKEN_KEY,
+    SERVING_DIR_KEY,
+)
+
+
+class ChampionModelSpec(types.ComponentSpec):
+    INPUTS = {}
+    OUTPUTS = {CHAMPION_KEY: ChannelParameter(type=standard_artifacts.Model)}
+    PARAMETERS = {
+        SERVING_DIR_KEY: ExecutionParameter(type=str),
+        REGISTERED_MODEL_KEY: ExecutionParameter(type=str),
+        MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
+        RUN_TOKEN_KEY: ExecutionParameter(type=str),
+    }
+
+
+class ChampionModel(base_component.BaseComponent):
+    SPEC_CLASS = ChampionModelSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(self, serving_dir: str, registered_model_name: str, mlflow_tracking_uri: str) -> None:
+        spec = ChampionModelSpec(
+            champion=types.Channel(type=standard_artifacts.Model),
+            serving_dir=serving_dir,
+            registered_model_name=registered_model_name,
+            mlflow_tracking_uri=mlflow_tracking_uri,
+            # The orchestrator substitutes the run id: a new cache key per run, so the champion is
+            # always looked up now, not replayed from an earlier run's cache.
+            run_token=data_types.RuntimeParameter(name=compiler_constants.PIPELINE_RUN_ID_PARAMETER_NAME, ptype=str),
+        )
+        super().__init__(spec=spec)

@@ -1,0 +1,57 @@
+"""Thin TFX glue: publish the current champion as a Model artifact, or no artifact on a first run."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.proto.orchestration import execution_result_pb2
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from components.champion.constants import (
+    CHAMPION_KEY,
+    MLFLOW_TRACKING_URI_KEY,
+    REGISTERED_MODEL_KEY,
+    REGISTRY_VERSION_PROPERTY,
+    SERVING_DIR_KEY,
+    SERVING_VERSION_PROPERTY,
+    SOURCE_PROPERTY,
+)
+from components.champion.resolve import resolve_champion
+from components.promoter.registry import Registry
+from components.torch_trainer.tracking import resolve_tracking_uri
+
+logger = logging.getLogger(__name__)
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> execution_result_pb2.ExecutorOutput:
+        artifact = artifact_utils.get_single_instance(output_dict[CHAMPION_KEY])
+        registry = Registry(
+            resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]), exec_properties[REGISTERED_MODEL_KEY]
+        )
+        champion = resolve_champion(Path(exec_properties[SERVING_DIR_KEY]), registry)
+        output = execution_result_pb2.ExecutorOutput()
+        if champion is None:
+            logger.info("No champion yet: the candidate is judged by value thresholds alone")
+            output.output_artifacts[CHAMPION_KEY].SetInParent()  # publish no artifact
+            return output
+        # A copy, so the baseline the Evaluator saw stays on record even after later promotions.
+        shutil.copytree(champion.saved_model_dir, path_utils.serving_model_dir(artifact.uri))
+        artifact.set_int_custom_property(SERVING_VERSION_PROPERTY, champion.serving_version)
+        artifact.set_string_custom_property(SOURCE_PROPERTY, champion.source)
+        if champion.registry_version is not None:
+            artifact.set_string_custom_property(REGISTRY_VERSION_PROPERTY, str(champion.registry_version))
+        logger.info("Champion: serving version %s (from the %s)", champion.serving_version, champion.source)
+        output.output_artifacts[CHAMPION_KEY].artifacts.append(artifact.mlmd_artifact)
+        return output

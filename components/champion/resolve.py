@@ -1,0 +1,50 @@
+"""Find the current champion: the registry's ``champion`` alias, else the serving directory."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+from components.promoter import serving_config
+from components.promoter.registry import CHAMPION, Registry
+
+logger = logging.getLogger(__name__)
+
+
+class ChampionError(RuntimeError):
+    """The champion named by the registry or serving config cannot be used as a baseline."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Champion:
+    saved_model_dir: Path
+    serving_version: int
+    registry_version: str | None
+    source: str  # "registry" or "serving_dir"
+
+
+def _checked(serving_dir: Path, version: int, registry_version: str | None, source: str) -> Champion:
+    path = serving_dir / str(version)
+    if not (path / "saved_model.pb").is_file():
+        raise ChampionError(
+            f"the champion (serving version {version}, from the {source}) has no saved_model.pb at {path}; "
+            "restore it or run `torchtfx promote --version N --reason ...` to name another champion"
+        )
+    return Champion(path, version, registry_version, source)
+
+
+def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion | None:
+    """None on a first run (no champion anywhere)."""
+    if registry is not None:
+        version = registry.alias_version(CHAMPION)
+        if version is not None:
+            serving = registry.serving_version(CHAMPION)
+            return _checked(serving_dir, serving, str(version.version), "registry")
+    stable = serving_config.read_stable_version(serving_dir)
+    if stable is not None:
+        return _checked(serving_dir, stable, None, "serving_dir")
+    on_disk = serving_config.versions(serving_dir)
+    if on_disk:
+        return _checked(serving_dir, on_disk[-1], None, "serving_dir")
+    return None

@@ -1,0 +1,78 @@
+"""Promoter: the blessed candidate becomes champion (atomic push, serving config, MLflow aliases);
+a rejected one is recorded as challenger and production stays byte-identical. Replaces Pusher."""
+
+from __future__ import annotations
+
+import json
+
+from tfx import types
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ExecutionParameter
+
+from components.promoter import executor
+from components.promoter.constants import (
+    BATCHING_KEY,
+    BLESSING_KEY,
+    CODE_VERSION_KEY,
+    EVALUATION_KEY,
+    EXAMPLES_KEY,
+    MLFLOW_TRACKING_URI_KEY,
+    MODEL_KEY,
+    PUSHED_MODEL_KEY,
+    REGISTERED_MODEL_KEY,
+    SERVING_DIR_KEY,
+    SERVING_MODEL_NAME_KEY,
+)
+from components.promoter.serving_config import BatchingParams
+
+
+class PromoterSpec(types.ComponentSpec):
+    INPUTS = {
+        MODEL_KEY: ChannelParameter(type=standard_artifacts.Model),
+        BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing),
+        EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
+    }
+    OUTPUTS = {PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel)}
+    PARAMETERS = {
+        SERVING_DIR_KEY: ExecutionParameter(type=str),
+        SERVING_MODEL_NAME_KEY: ExecutionParameter(type=str),
+        REGISTERED_MODEL_KEY: ExecutionParameter(type=str),
+        MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
+        CODE_VERSION_KEY: ExecutionParameter(type=str),
+        BATCHING_KEY: ExecutionParameter(type=str),
+    }
+
+
+class Promoter(base_component.BaseComponent):
+    SPEC_CLASS = PromoterSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(
+        self,
+        model: types.BaseChannel,
+        model_blessing: types.BaseChannel,
+        evaluation: types.BaseChannel,
+        examples: types.BaseChannel,
+        serving_dir: str,
+        serving_model_name: str,
+        registered_model_name: str,
+        mlflow_tracking_uri: str,
+        code_version: str,
+        batching: BatchingParams,
+    ) -> None:
+        spec = PromoterSpec(
+            model=model,
+            model_blessing=model_blessing,
+            evaluation=evaluation,
+            examples=examples,
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+            serving_dir=serving_dir,
+            serving_model_name=serving_model_name,
+            registered_model_name=registered_model_name,
+            mlflow_tracking_uri=mlflow_tracking_uri,
+            code_version=code_version,
+            batching_parameters=json.dumps(batching.validate().__dict__, sort_keys=True),
+        )
+        super().__init__(spec=spec)

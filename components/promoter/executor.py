@@ -1,0 +1,105 @@
+"""Thin TFX glue: promote the blessed candidate, or record the rejected one, via promotion.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from tfx import types
+from tfx.dsl.components.base import base_executor
+from tfx.types import artifact_utils
+from tfx.utils import path_utils
+
+from components.promoter import gate_results, promotion
+from components.promoter.constants import (
+    BATCHING_KEY,
+    BLESSING_KEY,
+    CODE_VERSION_KEY,
+    EVALUATION_KEY,
+    EXAMPLES_KEY,
+    MLFLOW_TRACKING_URI_KEY,
+    MODEL_KEY,
+    PUSHED_DESTINATION_PROPERTY,
+    PUSHED_MODEL_KEY,
+    PUSHED_PROPERTY,
+    PUSHED_VERSION_PROPERTY,
+    REGISTERED_MODEL_KEY,
+    REJECTION_PROPERTY,
+    SERVING_DIR_KEY,
+    SERVING_MODEL_NAME_KEY,
+)
+from components.promoter.registry import Registry
+from components.promoter.serving_config import BatchingParams
+from components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, PARITY_PROPERTY
+from components.torch_trainer.tracking import resolve_tracking_uri
+
+logger = logging.getLogger(__name__)
+
+_TAGGED_METRICS = ("auc", "auc_precision_recall", "binary_accuracy", "calibration", "example_count")
+
+
+def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:
+    return artifact.get_custom_property(name) if artifact.has_custom_property(name) else default
+
+
+def _tags(model, examples, evaluation_uri: str, exec_properties: dict, run_id: str, execution_id: str) -> dict:
+    overall = {}
+    for (slice_, metric, _model, is_diff), value in gate_results._metric_values(evaluation_uri).items():
+        if slice_ == "Overall" and not is_diff and metric in _TAGGED_METRICS and _model in ("", "candidate"):
+            overall[f"metric.{metric}"] = f"{value:.6f}"
+    return {
+        "pipeline_run_id": run_id,
+        "mlmd_execution_id": execution_id,
+        "model_uri": model.uri,
+        "data_span": str(examples.span),
+        "data_fingerprint": str(_prop(examples, "input_fingerprint", "unknown")),
+        "git_commit": exec_properties[CODE_VERSION_KEY],
+        "parity_max_abs_diff": str(_prop(model, PARITY_PROPERTY, "unknown")),
+        **overall,
+    }
+
+
+class Executor(base_executor.BaseExecutor):
+    def Do(
+        self,
+        input_dict: dict[str, list[types.Artifact]],
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+    ) -> None:
+        self._log_startup(input_dict, output_dict, exec_properties)
+        model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
+        blessing = artifact_utils.get_single_instance(input_dict[BLESSING_KEY])
+        evaluation = artifact_utils.get_single_instance(input_dict[EVALUATION_KEY])
+        examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
+        pushed = artifact_utils.get_single_instance(output_dict[PUSHED_MODEL_KEY])
+        serving_dir = Path(exec_properties[SERVING_DIR_KEY])
+        target = promotion.ServingTarget(
+            serving_dir=serving_dir,
+            model_name=exec_properties[SERVING_MODEL_NAME_KEY],
+            registry=Registry(
+                resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]), exec_properties[REGISTERED_MODEL_KEY]
+            ),
+            batching=BatchingParams(**json.loads(exec_properties[BATCHING_KEY])),
+        )
+        run_id = (self._context.pipeline_run_id if self._context else None) or "unknown"
+        execution_id = str(getattr(self._context, "_unique_id", "") or "unknown")
+        onnx_path = Path(model.uri) / "export" / "model.onnx"
+        candidate = promotion.Candidate(
+            saved_model_dir=Path(path_utils.serving_model_path(model.uri)),
+            onnx_path=onnx_path if onnx_path.is_file() else None,
+            mlflow_run_id=_prop(model, MLFLOW_RUN_ID_PROPERTY),
+            tags=_tags(model, examples, evaluation.uri, exec_properties, run_id, execution_id),
+        )
+        if _prop(blessing, "blessed", 0) == 1:
+            version = promotion.promote(candidate, target)
+            pushed.set_int_custom_property(PUSHED_PROPERTY, 1)
+            pushed.set_string_custom_property(PUSHED_DESTINATION_PROPERTY, str(serving_dir / str(version)))
+            pushed.set_int_custom_property(PUSHED_VERSION_PROPERTY, version)
+            return
+        reasons = [f.line() for f in gate_results.gate_failures(evaluation.uri)] or ["not blessed by the Evaluator"]
+        promotion.reject(candidate, target, reasons)
+        pushed.set_int_custom_property(PUSHED_PROPERTY, 0)
+        pushed.set_string_custom_property(REJECTION_PROPERTY, "\n".join(reasons))
+        logger.warning("Candidate rejected; production unchanged:\n%s", "\n".join(reasons))

@@ -1,0 +1,161 @@
+"""Promotion transactions against a real MLflow sqlite registry and a real serving directory.
+
+The "crash" scenarios raise from inside one step (a simulated process death at that point); the
+registry, the files and the repair logic are all real."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+
+from components.champion.resolve import ChampionError, resolve_champion
+from components.promoter import promotion, serving_config
+from components.promoter.registry import CHALLENGER, CHAMPION, PREVIOUS, Registry
+
+
+class SimulatedCrash(BaseException):
+    """Stands for the process dying at this exact point (not an Exception: nothing may catch it)."""
+
+
+def _saved_model(path: Path, value: float) -> Path:
+    module = tf.Module()
+    module.value = tf.Variable(value)
+    module.f = tf.function(lambda: module.value, input_signature=[])
+    tf.saved_model.save(module, str(path))
+    return path
+
+
+def _digest(root: Path) -> dict[str, str]:
+    skip = {".promotion.lock"}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name not in skip
+    }
+
+
+@pytest.fixture()
+def world(tmp_path):
+    registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
+    target = promotion.ServingTarget(tmp_path / "serving", "test", registry)
+    experiment = registry.client.create_experiment("runs", artifact_location=str(tmp_path / "artifacts"))
+
+    def candidate(value: float) -> promotion.Candidate:
+        run_id = registry.client.create_run(experiment).info.run_id
+        return promotion.Candidate(
+            _saved_model(tmp_path / f"model-{value}", value), None, run_id, {"value": str(value)}
+        )
+
+    return target, candidate
+
+
+def test_first_promotion_serves_version_1_as_champion(world):
+    target, candidate = world
+    assert promotion.promote(candidate(1.0), target) == 1
+    assert (target.serving_dir / "1" / "saved_model.pb").is_file()
+    assert target.registry.serving_version(CHAMPION) == 1 and target.registry.alias_version(PREVIOUS) is None
+    assert serving_config.read_stable_version(target.serving_dir) == 1
+    assert "max_batch_size { value: 1024 }" in (target.serving_dir / serving_config.BATCHING_CONFIG).read_text()
+
+
+def test_second_promotion_keeps_previous_loaded_and_versions_increase(world):
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+    assert promotion.promote(candidate(2.0), target) == 2
+    assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
+    config = (target.serving_dir / serving_config.MODELS_CONFIG).read_text()
+    assert "versions: 1" in config and "versions: 2" in config and 'key: "stable" value: 2' in config
+
+
+def test_rejection_leaves_serving_and_champion_byte_identical(world):
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+    before, champion = _digest(target.serving_dir), target.registry.alias_version(CHAMPION).version
+    promotion.reject(candidate(0.5), target, ["auc Overall candidate 0.60 champion 0.93"])
+    assert _digest(target.serving_dir) == before
+    assert target.registry.alias_version(CHAMPION).version == champion
+    challenger = target.registry.alias_version(CHALLENGER)
+    assert challenger.tags["rejected"] == "true" and "auc Overall" in challenger.tags["rejection_reasons"]
+
+
+def test_rollback_restores_previous_and_a_second_rollback_changes_nothing(world):
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+    promotion.promote(candidate(2.0), target)
+    assert "rolled back" in promotion.rollback(target)
+    assert target.registry.serving_version(CHAMPION) == 1
+    assert serving_config.read_stable_version(target.serving_dir) == 1
+    state = _digest(target.serving_dir)
+    assert "nothing to roll back" in promotion.rollback(target)
+    assert _digest(target.serving_dir) == state and target.registry.serving_version(CHAMPION) == 1
+
+
+def test_crash_after_push_before_aliases_is_undone_by_the_next_promotion(world, monkeypatch):
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+    config_before = (target.serving_dir / serving_config.MODELS_CONFIG).read_text()
+
+    def crash(*_args, **_kwargs):
+        raise SimulatedCrash
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Registry, "set_alias", crash)
+        with pytest.raises(SimulatedCrash):
+            promotion.promote(candidate(2.0), target)
+    # The crash left version 2 on disk, unreferenced, with a journal; serving still says 1.
+    assert (target.serving_dir / "2").is_dir() and (target.serving_dir / promotion.JOURNAL_FILE).is_file()
+    assert (target.serving_dir / serving_config.MODELS_CONFIG).read_text() == config_before
+    assert target.registry.serving_version(CHAMPION) == 1
+    # The next promotion repairs first (undo 2), then promotes to a fresh, higher version.
+    assert promotion.promote(candidate(3.0), target) == 3
+    assert not (target.serving_dir / "2").exists()
+    assert target.registry.serving_version(CHAMPION) == 3 and target.registry.serving_version(PREVIOUS) == 1
+
+
+def test_crash_after_aliases_before_config_is_completed_by_rollback(world, monkeypatch):
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+
+    def crash(*_args, **_kwargs):
+        raise SimulatedCrash
+
+    with monkeypatch.context() as patch:
+        patch.setattr(serving_config, "write_serving_config", crash)
+        with pytest.raises(SimulatedCrash):
+            promotion.promote(candidate(2.0), target)
+    assert target.registry.serving_version(CHAMPION) == 2
+    assert serving_config.read_stable_version(target.serving_dir) == 1  # config lags: half-promoted
+    message = promotion.rollback(target)  # repairs (finishes 2), then rolls back to 1
+    assert "rolled back" in message
+    assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
+    assert target.registry.serving_version(CHAMPION) == 1
+    assert serving_config.read_stable_version(target.serving_dir) == 1
+
+
+def test_manual_override_needs_a_reason_and_a_served_version(world):
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+    promotion.promote(candidate(2.0), target)
+    with pytest.raises(promotion.PromotionError, match="needs a reason"):
+        promotion.set_champion(target, 1, " ")
+    with pytest.raises(LookupError, match="has no registry version 9"):
+        promotion.set_champion(target, 9, "typo")
+    assert "now the champion" in promotion.set_champion(target, 1, "incident 42")
+    assert target.registry.alias_version(CHAMPION).tags["manual_promotion_reason"] == "incident 42"
+    assert serving_config.read_stable_version(target.serving_dir) == 1
+
+
+def test_champion_resolution_from_registry_then_serving_dir(world, tmp_path):
+    target, candidate = world
+    assert resolve_champion(target.serving_dir, target.registry) is None  # first run
+    promotion.promote(candidate(1.0), target)
+    champion = resolve_champion(target.serving_dir, target.registry)
+    assert champion.source == "registry" and champion.serving_version == 1
+    no_registry = resolve_champion(target.serving_dir, None)
+    assert no_registry.source == "serving_dir" and no_registry.serving_version == 1
+    (target.serving_dir / "1" / "saved_model.pb").unlink()
+    with pytest.raises(ChampionError, match=r"has no saved_model\.pb"):
+        resolve_champion(target.serving_dir, target.registry)
