@@ -159,7 +159,7 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
     sections = [f"<h1>torchtfx run {html.escape(summary.run_id)}</h1>", _outcome_html(summary)]
     evaluation = summary.output("Evaluator", "evaluation")
     if evaluation is not None:
-        values = gate_results._metric_values(evaluation.uri)
+        values = gate_results.metric_values(evaluation.uri)
         slices, table = _metrics_table(values)
         _plot_auc_by_slice(slices, table, out / "auc_by_slice.png")
         sections.append('<h2>Candidate vs champion</h2><img src="auc_by_slice.png">')

@@ -108,19 +108,12 @@ def latest_run(connection_config: metadata_store_pb2.ConnectionConfig) -> RunSum
 
 
 def slice_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
-    """The candidate's TFMA metrics per slice ("Overall", "payment_type=Cash", ...) from an Evaluator output."""
-    import tensorflow_model_analysis as tfma
+    """The candidate's TFMA metrics per slice ("Overall", "payment_type=Cash", ...)."""
+    from components.promoter.gate_results import metric_values
 
     result: dict[str, dict[str, float]] = {}
-    for metrics_for_slice in tfma.load_metrics(evaluation_uri):
-        key = tfma.slicer.deserialize_slice_key(metrics_for_slice.slice_key)
-        name = "Overall" if not key else ", ".join(f"{k}={v}" for k, v in key)
-        values = {}
-        for kv in metrics_for_slice.metric_keys_and_values:
-            # the candidate's own values: not the champion's ("baseline"), not their differences
-            if kv.key.is_diff or kv.key.model_name not in ("", "candidate"):
-                continue
-            if kv.value.HasField("double_value"):
-                values[kv.key.name] = kv.value.double_value.value
-        result[name] = values
+    for (slice_, metric, model, is_diff), value in metric_values(evaluation_uri).items():
+        # the candidate's own values: not the champion's ("baseline"), not their differences
+        if not is_diff and model in ("", "candidate"):
+            result.setdefault(slice_, {})[metric] = value
     return result

@@ -46,7 +46,7 @@ def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:
 
 def _tags(model, examples, evaluation_uri: str, exec_properties: dict, run_id: str, execution_id: str) -> dict:
     overall = {}
-    for (slice_, metric, _model, is_diff), value in gate_results._metric_values(evaluation_uri).items():
+    for (slice_, metric, _model, is_diff), value in gate_results.metric_values(evaluation_uri).items():
         if slice_ == "Overall" and not is_diff and metric in _TAGGED_METRICS and _model in ("", "candidate"):
             overall[f"metric.{metric}"] = f"{value:.6f}"
     return {

@@ -35,7 +35,7 @@ def slice_name(slice_key) -> str:
     return "Overall" if not key else ", ".join(f"{k}={v}" for k, v in key)
 
 
-def _metric_values(evaluation_uri: str) -> dict[tuple[str, str, str, bool], float]:
+def metric_values(evaluation_uri: str) -> dict[tuple[str, str, str, bool], float]:
     """(slice, metric, model name, is_diff) -> value."""
     import tensorflow_model_analysis as tfma
 
@@ -76,7 +76,7 @@ def gate_failures(evaluation_uri: str) -> list[GateFailure]:
     import tensorflow_model_analysis as tfma
 
     result = tfma.load_validation_result(evaluation_uri)
-    values = _metric_values(evaluation_uri)
+    values = metric_values(evaluation_uri)
     failures = []
     for per_slice in result.metric_validations_per_slice:
         name = slice_name(per_slice.slice_key)

@@ -154,7 +154,7 @@ def set_champion(target: ServingTarget, registry_version: int, reason: str) -> s
         if champion is not None and champion.version == wanted.version:
             return f"registry version {registry_version} is already the champion; nothing changed"
         _move_aliases(target, wanted.version, champion)
-        target.registry.tag(wanted.version, {"manual_promotion_reason": reason})
+        target.registry.tag(wanted.version, {"manual_promotion_reason": reason, "rolled_back": "false"})
         _rewrite_config(target)
     logger.warning("Manual promotion of registry version %s: %s", registry_version, reason)
     return f"registry version {registry_version} is now the champion (reason: {reason})"
