@@ -32,6 +32,7 @@ from components.promoter.constants import (
 )
 from components.promoter.registry import Registry
 from components.promoter.serving_config import BatchingParams
+from components.run_identity import run_identity
 from components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, PARITY_PROPERTY
 from components.torch_trainer.tracking import resolve_tracking_uri
 
@@ -83,8 +84,7 @@ class Executor(base_executor.BaseExecutor):
             ),
             batching=BatchingParams(**json.loads(exec_properties[BATCHING_KEY])),
         )
-        run_id = (self._context.pipeline_run_id if self._context else None) or "unknown"
-        execution_id = str(getattr(self._context, "_unique_id", "") or "unknown")
+        run_id, execution_id = run_identity(self)
         onnx_path = Path(model.uri) / "export" / "model.onnx"
         candidate = promotion.Candidate(
             saved_model_dir=Path(path_utils.serving_model_path(model.uri)),

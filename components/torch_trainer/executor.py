@@ -10,6 +10,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from components.run_identity import run_identity
 from components.torch_trainer import flow
 from components.torch_trainer.constants import (
     DATASET_CONFIG_KEY,
@@ -55,9 +56,7 @@ class Executor(base_executor.BaseExecutor):
         model = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
         model_run = artifact_utils.get_single_instance(output_dict[MODEL_RUN_KEY])
         dataset = DatasetConfig.from_json(exec_properties[DATASET_CONFIG_KEY])
-        run_id = (self._context.pipeline_run_id if self._context else None) or "unknown"
-        # The execution id is the executor context's unique id (TFX exposes it only privately).
-        execution_id = str(getattr(self._context, "_unique_id", "") or "unknown")
+        run_id, execution_id = run_identity(self)
         request = flow.TrainRequest(
             dataset=dataset,
             hparams=TrainerHParams.from_json(exec_properties[HPARAMS_KEY]),
