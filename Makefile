@@ -25,7 +25,7 @@ help:
 $(PY):
 	@if [ -z "$(PYTHON310)" ]; then \
 	  echo "error: python3.10 not found on PATH or through pyenv." >&2; \
-	  echo "  TFX 1.16 needs Python 3.10: install it, e.g. 'pyenv install 3.10.13' or 'apt-get install python3.10 python3.10-venv'." >&2; \
+	  echo "  TFX 1.16 needs Python 3.10 (Debian 12/13 ship only newer ones): 'pyenv install 3.10.13', or put a python3.10 with venv on PATH." >&2; \
 	  exit 1; fi
 	"$(PYTHON310)" -m venv $(VENV)
 
