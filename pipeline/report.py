@@ -26,7 +26,8 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
         click.echo(f"Evaluation (eval split, overall, candidate): {shown}")
         click.echo(f"  slices evaluated: {len(metrics)}; full results: {evaluation.uri}")
         failures = gate_results.gate_failures(evaluation.uri)
-    click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {summary.parity}")
+    parity = "n/a" if summary.parity is None else f"{summary.parity:.3g}"
+    click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {parity}")
     click.echo(f"DDP workers: {summary.ddp_workers}")
     click.echo(f"MLflow run: {summary.mlflow_run_id} at {settings.mlflow_default_uri}")
     click.echo(f"  browse: mlflow ui --backend-store-uri {settings.mlflow_default_uri}")

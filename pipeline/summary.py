@@ -48,7 +48,8 @@ class RunSummary:
 
     @property
     def parity(self) -> float | None:
-        return self.custom("TorchTrainer", "model", PARITY_PROPERTY)
+        value = self.custom("TorchTrainer", "model", PARITY_PROPERTY)
+        return None if value is None else float(value)
 
     @property
     def mlflow_run_id(self) -> str | None:

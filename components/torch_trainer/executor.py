@@ -74,7 +74,9 @@ class Executor(base_executor.BaseExecutor):
             parity_tolerance=float(exec_properties[PARITY_TOLERANCE_KEY]),
         )
         outcome = flow.run(request)
-        model.set_float_custom_property(PARITY_PROPERTY, outcome.parity.max_abs_diff)
+        # As text: ML Metadata's sqlite store keeps doubles to 6 decimal places, which would turn a
+        # parity of 1.2e-07 into 0.0.
+        model.set_string_custom_property(PARITY_PROPERTY, f"{outcome.parity.max_abs_diff:.6e}")
         model.set_float_custom_property(EVAL_AUC_PROPERTY, outcome.result.eval_auc)
         model.set_int_custom_property(NUM_WORKERS_PROPERTY, outcome.result.world_size)
         if outcome.result.mlflow_run_id:
