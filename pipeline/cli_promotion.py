@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
-
-logger = logging.getLogger("torchtfx")
 
 _root_option = click.option(
     "--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True
@@ -56,7 +53,6 @@ def promote(dataset, pipeline_root, serving_dir, rollback, registry_version, rea
             message = promotion.set_champion(target, registry_version, reason)
     except _USER_ERRORS as err:
         raise click.ClickException(str(err)) from err
-    logger.info("%s", message)
     click.echo(message)
 
 

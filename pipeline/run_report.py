@@ -4,14 +4,11 @@ training curves (from MLflow), parity, and the promotion outcome."""
 from __future__ import annotations
 
 import html
-import logging
 import re
 from pathlib import Path
 
 from components.promoter import gate_results
 from pipeline.summary import RunSummary
-
-logger = logging.getLogger(__name__)
 
 REPORT_FILE = "report.html"
 _TABLE_METRICS = (

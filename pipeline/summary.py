@@ -43,10 +43,6 @@ class RunSummary:
         return self.custom("Promoter", "pushed_model", "pushed_destination")
 
     @property
-    def rejection(self) -> str | None:
-        return self.custom("Promoter", "pushed_model", "rejection_reasons")
-
-    @property
     def parity(self) -> float | None:
         value = self.custom("TorchTrainer", "model", PARITY_PROPERTY)
         return None if value is None else float(value)

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 from pathlib import Path
 
 from components.promoter import serving_config
 from components.promoter.registry import CHAMPION, Registry
-
-logger = logging.getLogger(__name__)
 
 
 class ChampionError(RuntimeError):
