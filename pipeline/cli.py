@@ -1,5 +1,5 @@
-"""The ``torchtfx`` command line: ``run``, ``draft-schema``, ``promote``, ``report``; compile and
-submit join the same click group later."""
+"""The ``torchtfx`` command line: ``run``, ``draft-schema``, ``promote``, ``report``, ``compile`` and
+``submit``."""
 
 from __future__ import annotations
 
@@ -173,10 +173,13 @@ def draft_schema_cmd(data_dir: Path, out: Path) -> None:
 
 
 def _register_subcommands() -> None:
+    from pipeline.cli_kubeflow import compile_cmd, submit_cmd
     from pipeline.cli_promotion import promote, report
 
     cli.add_command(promote)
     cli.add_command(report)
+    cli.add_command(compile_cmd)
+    cli.add_command(submit_cmd)
 
 
 _register_subcommands()

@@ -45,12 +45,14 @@ def create_pipeline(
     metadata_connection_config=None,
     enable_cache: bool = True,
     enable_data_gate: bool = True,
+    pytorchjob_json: str = "",
 ) -> tfx.dsl.Pipeline:
     """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator (-> DataGate) -> Transform ->
     TorchTrainer -> Evaluator (gates vs ChampionModel) -> Promoter (TF Serving layout under
     ``serving_model_dir``, MLflow registry aliases).
 
     ``enable_data_gate=False`` lets a run train on data that has anomalies (they are still recorded).
+    ``pytorchjob_json`` (PyTorchJobSettings) makes the Trainer run multi-node DDP as a Kubeflow PyTorchJob.
     """
     example_gen = _example_gen(data_root, dataset)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
@@ -80,6 +82,7 @@ def create_pipeline(
         mlflow_tracking_uri=mlflow_tracking_uri,
         mlflow_experiment=mlflow_experiment,
         parity_tolerance=parity_tolerance,
+        pytorchjob_json=pytorchjob_json,
     )
     # The baseline is the model in production (registry alias `champion`), not TFX's latest-blessed
     # Resolver, which the open-source KFP v2 backend cannot run.

@@ -14,6 +14,9 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.utils import io_utils
 from tfx_bsl.public import tfxio
 
+from components.torch_trainer.hparams import TrainerHParams
+from components.torch_trainer.job import TrainJob
+from components.torch_trainer.shards import ArraySplit
 from data.config import DatasetConfig
 from pipeline.preprocessing import transform
 
@@ -78,3 +81,23 @@ def transform_examples(tft_output: tft.TFTransformOutput, examples_path: Path) -
     parsed = tf.io.parse_example(tf.constant(serialized), tft_output.raw_feature_spec())
     out = tft_output.transform_features_layer()(parsed)
     return {k: v.numpy() for k, v in out.items()}
+
+
+def tiny_train_job(tmp_path: Path, tiny_taxi, **hparams) -> TrainJob:
+    """A training job over the tiny_taxi fixture's arrays (3/4 train, 1/4 eval) under ``tmp_path``."""
+    arrays = tiny_taxi.arrays
+    half = len(arrays) * 3 // 4
+    ArraySplit(arrays.dense[:half], arrays.categorical[:half], arrays.label[:half]).save(tmp_path / "data" / "train")
+    ArraySplit(arrays.dense[half:], arrays.categorical[half:], arrays.label[half:]).save(tmp_path / "data" / "eval")
+    hp = TrainerHParams(**{"epochs": 3, "batch_size": 64, "num_workers": 2, "use_gpu": False, **hparams})
+    return TrainJob(
+        data_dir=str(tmp_path / "data"),
+        model_dir=str(tmp_path / "model"),
+        run_dir=str(tmp_path / "run"),
+        layout=tiny_taxi.layout,
+        hparams=hp.validate(),
+        mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        mlflow_experiment="test-ddp",
+        mlflow_run_name="ddp-test",
+        mlflow_tags={"pipeline_run_id": "test"},
+    )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,32 +10,13 @@ import torch
 
 from components.torch_trainer import job as job_files
 from components.torch_trainer.hparams import HParamsError, TrainerHParams
-from components.torch_trainer.job import TrainJob, TrainResult
+from components.torch_trainer.job import TrainResult
 from components.torch_trainer.launch import TrainingFailedError, launch
-from components.torch_trainer.shards import ArraySplit
-
-
-def _job(tmp_path: Path, tiny_taxi, **hparams) -> TrainJob:
-    arrays = tiny_taxi.arrays
-    half = len(arrays) * 3 // 4
-    ArraySplit(arrays.dense[:half], arrays.categorical[:half], arrays.label[:half]).save(tmp_path / "data" / "train")
-    ArraySplit(arrays.dense[half:], arrays.categorical[half:], arrays.label[half:]).save(tmp_path / "data" / "eval")
-    hp = TrainerHParams(**{"epochs": 3, "batch_size": 64, "num_workers": 2, "use_gpu": False, **hparams})
-    return TrainJob(
-        data_dir=str(tmp_path / "data"),
-        model_dir=str(tmp_path / "model"),
-        run_dir=str(tmp_path / "run"),
-        layout=tiny_taxi.layout,
-        hparams=hp.validate(),
-        mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
-        mlflow_experiment="test-ddp",
-        mlflow_run_name="ddp-test",
-        mlflow_tags={"pipeline_run_id": "test"},
-    )
+from tests import helpers
 
 
 def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi):
-    job = _job(tmp_path, tiny_taxi)
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi)
     launch(job, tmp_path / "job.json", tmp_path / "train.log")
     result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
     assert result.world_size == 2 and result.device == "cpu"
@@ -67,7 +47,7 @@ def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi
 
 def test_early_stopping_ends_training_when_eval_loss_stalls(tmp_path, tiny_taxi):
     # A huge learning rate makes eval loss stall or rise; patience 1 must stop well before 30 epochs.
-    job = _job(tmp_path, tiny_taxi, epochs=30, learning_rate=5.0, early_stopping_patience=1)
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi, epochs=30, learning_rate=5.0, early_stopping_patience=1)
     launch(job, tmp_path / "job.json", tmp_path / "train.log")
     result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
     assert result.epochs_run < 30
@@ -75,7 +55,7 @@ def test_early_stopping_ends_training_when_eval_loss_stalls(tmp_path, tiny_taxi)
 
 
 def test_worker_failure_surfaces_with_the_log_tail(tmp_path, tiny_taxi):
-    job = _job(tmp_path, tiny_taxi)
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi)
     (tmp_path / "data" / "train" / "label.npy").write_bytes(b"not an array")
     with pytest.raises(TrainingFailedError, match="DDP training failed"):
         launch(job, tmp_path / "job.json", tmp_path / "train.log")

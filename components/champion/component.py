@@ -4,9 +4,7 @@ baseline. Replaces TFX's latest-blessed Resolver, which the open-source KFP v2 b
 from __future__ import annotations
 
 from tfx import types
-from tfx.dsl.compiler import constants as compiler_constants
 from tfx.dsl.components.base import base_component, executor_spec
-from tfx.orchestration import data_types
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
@@ -15,9 +13,9 @@ from components.champion.constants import (
     CHAMPION_KEY,
     MLFLOW_TRACKING_URI_KEY,
     REGISTERED_MODEL_KEY,
-    RUN_TOKEN_KEY,
     SERVING_DIR_KEY,
 )
+from components.run_identity import RUN_TOKEN_KEY, run_token_parameter
 
 
 class ChampionModelSpec(types.ComponentSpec):
@@ -43,6 +41,6 @@ class ChampionModel(base_component.BaseComponent):
             mlflow_tracking_uri=mlflow_tracking_uri,
             # The orchestrator substitutes the run id: a new cache key per run, so the champion is
             # always looked up now, not replayed from an earlier run's cache.
-            run_token=data_types.RuntimeParameter(name=compiler_constants.PIPELINE_RUN_ID_PARAMETER_NAME, ptype=str),
+            run_token=run_token_parameter(),
         )
         super().__init__(spec=spec)

@@ -4,8 +4,6 @@ CHAMPION_KEY = "champion"
 SERVING_DIR_KEY = "serving_dir"
 REGISTERED_MODEL_KEY = "registered_model_name"
 MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
-# Bound to the pipeline run id: the champion must be looked up anew on every run, never cached.
-RUN_TOKEN_KEY = "run_token"
 
 SERVING_VERSION_PROPERTY = "serving_version"
 REGISTRY_VERSION_PROPERTY = "registry_version"

@@ -13,6 +13,7 @@ from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from components.absent import ABSENT_PROPERTY
 from components.champion.constants import (
     CHAMPION_KEY,
     MLFLOW_TRACKING_URI_KEY,
@@ -44,6 +45,8 @@ class Executor(base_executor.BaseExecutor):
         output = execution_result_pb2.ExecutorOutput()
         if champion is None:
             logger.info("No champion yet: the candidate is judged by value thresholds alone")
+            # Local TFX publishes no artifact; Kubeflow always publishes one, so mark it as absent.
+            artifact.set_int_custom_property(ABSENT_PROPERTY, 1)
             output.output_artifacts[CHAMPION_KEY].SetInParent()  # publish no artifact
             return output
         # A copy, so the baseline the Evaluator saw stays on record even after later promotions.

@@ -25,6 +25,7 @@ from components.promoter.constants import (
     SERVING_MODEL_NAME_KEY,
 )
 from components.promoter.serving_config import BatchingParams
+from components.run_identity import RUN_TOKEN_KEY, run_token_parameter
 
 
 class PromoterSpec(types.ComponentSpec):
@@ -42,6 +43,8 @@ class PromoterSpec(types.ComponentSpec):
         MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
         CODE_VERSION_KEY: ExecutionParameter(type=str),
         BATCHING_KEY: ExecutionParameter(type=str),
+        # The run id, for the registry tags; the Promoter runs on every run anyway (after a fresh Evaluator).
+        RUN_TOKEN_KEY: ExecutionParameter(type=str),
     }
 
 
@@ -74,5 +77,6 @@ class Promoter(base_component.BaseComponent):
             mlflow_tracking_uri=mlflow_tracking_uri,
             code_version=code_version,
             batching_parameters=json.dumps(batching.validate().__dict__, sort_keys=True),
+            run_token=run_token_parameter(),
         )
         super().__init__(spec=spec)

@@ -84,7 +84,7 @@ class Executor(base_executor.BaseExecutor):
             ),
             batching=BatchingParams(**json.loads(exec_properties[BATCHING_KEY])),
         )
-        run_id, execution_id = run_identity(self)
+        run_id, execution_id = run_identity(self, exec_properties)
         onnx_path = Path(model.uri) / "export" / "model.onnx"
         candidate = promotion.Candidate(
             saved_model_dir=Path(path_utils.serving_model_path(model.uri)),

@@ -18,6 +18,7 @@ from components.torch_trainer.constants import (
     MODEL_KEY,
     MODEL_RUN_KEY,
     PARITY_TOLERANCE_KEY,
+    PYTORCHJOB_KEY,
     TRANSFORM_GRAPH_KEY,
     TRANSFORMED_EXAMPLES_KEY,
 )
@@ -41,6 +42,7 @@ class TorchTrainerSpec(types.ComponentSpec):
         MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
         MLFLOW_EXPERIMENT_KEY: ExecutionParameter(type=str),
         PARITY_TOLERANCE_KEY: ExecutionParameter(type=float),
+        PYTORCHJOB_KEY: ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -58,6 +60,7 @@ class TorchTrainer(base_component.BaseComponent):
         mlflow_tracking_uri: str,
         mlflow_experiment: str,
         parity_tolerance: float = 1e-5,
+        pytorchjob_json: str = "",
     ) -> None:
         spec = TorchTrainerSpec(
             examples=examples,
@@ -70,5 +73,6 @@ class TorchTrainer(base_component.BaseComponent):
             mlflow_tracking_uri=mlflow_tracking_uri,
             mlflow_experiment=mlflow_experiment,
             parity_tolerance=parity_tolerance,
+            pytorchjob=pytorchjob_json,
         )
         super().__init__(spec=spec)

@@ -12,6 +12,8 @@ HPARAMS_KEY = "hyperparameters"
 MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
 MLFLOW_EXPERIMENT_KEY = "mlflow_experiment"
 PARITY_TOLERANCE_KEY = "parity_tolerance"
+# JSON PyTorchJobSettings when training spans several nodes (Kubeflow Training Operator); "" trains in-process.
+PYTORCHJOB_KEY = "pytorchjob"
 # Custom properties recorded on the Model artifact
 PARITY_PROPERTY = "parity_max_abs_diff"
 MLFLOW_RUN_ID_PROPERTY = "mlflow_run_id"

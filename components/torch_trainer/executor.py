@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from tfx import types
@@ -25,10 +26,12 @@ from components.torch_trainer.constants import (
     NUM_WORKERS_PROPERTY,
     PARITY_PROPERTY,
     PARITY_TOLERANCE_KEY,
+    PYTORCHJOB_KEY,
     TRANSFORM_GRAPH_KEY,
     TRANSFORMED_EXAMPLES_KEY,
 )
 from components.torch_trainer.hparams import TrainerHParams
+from components.torch_trainer.pytorchjob import PyTorchJobSettings
 from components.torch_trainer.tracking import resolve_tracking_uri
 from data.config import DatasetConfig
 
@@ -40,6 +43,14 @@ def _split_uri(examples: types.Artifact, split: str) -> str:
     if split not in names:
         raise ValueError(f"{examples.uri} has splits {names}; TorchTrainer needs '{split}'")
     return artifact_utils.get_split_uri([examples], split)
+
+
+def _pytorchjob(text: str | None) -> PyTorchJobSettings | None:
+    if not text:
+        return None
+    settings = PyTorchJobSettings.from_json(text)
+    settings.validate()
+    return settings
 
 
 class Executor(base_executor.BaseExecutor):
@@ -72,6 +83,8 @@ class Executor(base_executor.BaseExecutor):
             mlflow_run_name=f"{dataset.name}-{run_id}",
             mlflow_tags={"pipeline_run_id": run_id, "mlmd_execution_id": execution_id, "dataset": dataset.name},
             parity_tolerance=float(exec_properties[PARITY_TOLERANCE_KEY]),
+            pytorchjob=_pytorchjob(exec_properties.get(PYTORCHJOB_KEY)),
+            unique_id=f"{run_id}-{execution_id}-{uuid.uuid4().hex}",
         )
         outcome = flow.run(request)
         # As text: ML Metadata's sqlite store keeps doubles to 6 decimal places, which would turn a

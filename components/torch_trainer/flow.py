@@ -18,7 +18,9 @@ from components.torch_trainer.job import TrainJob, TrainResult
 from components.torch_trainer.launch import launch
 from components.torch_trainer.materialize import materialize
 from components.torch_trainer.model import TabularModel
+from components.torch_trainer.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
 from components.torch_trainer.parity import ParityReport, enforce, measure_parity
+from components.torch_trainer.pytorchjob import PyTorchJobSettings
 from components.torch_trainer.tracking import MlflowRun
 from data.config import DatasetConfig
 
@@ -45,6 +47,9 @@ class TrainRequest:
     mlflow_run_name: str
     mlflow_tags: dict[str, str]
     parity_tolerance: float
+    # Set: train on several nodes as a Kubeflow PyTorchJob named after ``unique_id``; None: torchrun here.
+    pytorchjob: PyTorchJobSettings | None = None
+    unique_id: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +67,12 @@ def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHP
     return model.eval()
 
 
+def _staging(request: TrainRequest) -> Staging | None:
+    if request.pytorchjob is None:
+        return None
+    return staging_for(request.pytorchjob, cluster_job_name(request.unique_id))
+
+
 def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path) -> TrainResult:
     job = TrainJob(
         data_dir=str(data_dir),
@@ -75,7 +86,11 @@ def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_
         mlflow_tags=request.mlflow_tags,
     )
     Path(request.run_uri).mkdir(parents=True, exist_ok=True)
-    launch(job, Path(request.work_dir) / "job.json", Path(request.run_uri) / TRAIN_LOG_FILE)
+    staging = _staging(request)
+    if staging is not None:
+        run_on_cluster(request.pytorchjob, job, staging, staging.root.name)
+    else:
+        launch(job, Path(request.work_dir) / "job.json", Path(request.run_uri) / TRAIN_LOG_FILE)
     return TrainResult.load(Path(request.run_uri) / job_files.RESULT_FILE)
 
 
@@ -87,7 +102,9 @@ def run(request: TrainRequest) -> TrainOutcome:
     export_dir = Path(request.model_uri) / EXPORT_DIR
     export_dir.mkdir(parents=True, exist_ok=True)
     (export_dir / LAYOUT_FILE).write_text(layout.to_json())
-    data_dir = Path(request.work_dir) / "arrays"
+    staging = _staging(request)
+    # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
+    data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
     materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
     seconds["materialize"] = time.perf_counter() - tick
 
