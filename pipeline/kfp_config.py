@@ -230,7 +230,7 @@ def settings_from_dict(raw: dict[str, Any], where: str = "<dict>") -> KubeflowSe
     resources.setdefault("default", Resources(cpu=2.0, memory_gb=parse_memory_gb("8Gi", where)))
     beam_args = tuple(str(a) for a in raw.get("beam_args") or ())
     _reject_credentials(beam_args, where)
-    return KubeflowSettings(
+    settings = KubeflowSettings(
         image=image,
         project_root=check_location(raw.get("project_root"), "project_root", where, filesystem_only=True),
         dataset=str(raw.get("dataset", "taxi")),
@@ -245,6 +245,20 @@ def settings_from_dict(raw: dict[str, Any], where: str = "<dict>") -> KubeflowSe
         trainer=_trainer(raw.get("trainer"), pools, where),
         source=where,
     )
+    # Also guarantees the shared volume that multi-node training stages its data on.
+    _check_on_volume(settings, "serving_dir", settings.serving_dir)
+    if not settings.pipeline_root.startswith(REMOTE_SCHEMES):
+        _check_on_volume(settings, "pipeline_root", settings.pipeline_root)
+    return settings
+
+
+def _check_on_volume(settings: KubeflowSettings, key: str, path: str) -> None:
+    mounts = [v.mount_path for v in settings.volumes]
+    if not any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts):
+        raise KubeflowConfigError(
+            f"{settings.source}: '{key}' {path} is not on a mounted volume ({', '.join(mounts) or 'no volumes'}); "
+            "a path outside the volumes vanishes with the step's pod. Add a volume or move the path into one."
+        )
 
 
 def load_kubeflow_settings(path: Path) -> KubeflowSettings:

@@ -4,6 +4,7 @@ DirectRunner in-process), so unit tests get a genuine transform graph without a 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -101,3 +102,17 @@ def tiny_train_job(tmp_path: Path, tiny_taxi, **hparams) -> TrainJob:
         mlflow_run_name="ddp-test",
         mlflow_tags={"pipeline_run_id": "test"},
     )
+
+
+# Values that are credentials: user:password@ in a URI, a bearer token, an AWS access key id, a private key,
+# or key=value / "key": value pairs whose key names a secret and whose value is literal.
+_CREDENTIAL_VALUE = re.compile(
+    r"://[^/\s@:]+:[^/\s@]+@|Bearer\s+\S{8,}|AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----"
+    r"|(password|passwd|secret[_-]?access[_-]?key|api[_-]?key|client[_-]?secret)[\"']?\s*[=:]\s*[\"']?[^\s\"',}]+",
+    re.IGNORECASE,
+)
+
+
+def find_credentials(text: str) -> list[str]:
+    """Credential-looking snippets in ``text`` (a compiled spec, a log); references to secrets by name are fine."""
+    return [match.group(0) for match in _CREDENTIAL_VALUE.finditer(text)]

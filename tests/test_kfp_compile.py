@@ -1,0 +1,161 @@
+"""Kubeflow compile tier: the real KubeflowV2DagRunner compiles kubeflow/pools.yaml; the output is compared
+with a checked-in golden file and checked by structure; the KFP SDK's own package reader must accept it.
+Nothing here talks to a cluster. Regenerate the golden file after an intended change with
+``UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_kfp_compile.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from data.config import PROJECT_ROOT
+from pipeline.kfp_compile import compile_pipeline, executor_label
+from pipeline.kfp_config import KubeflowConfigError, load_kubeflow_settings, settings_from_dict
+from tests import helpers
+
+POOLS = PROJECT_ROOT / "kubeflow" / "pools.yaml"
+GOLDEN = PROJECT_ROOT / "tests" / "golden" / "kubeflow_torchtfx-taxi.yaml"
+STEPS = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
+         "TorchTrainer", "ChampionModel", "Evaluator", "Promoter"}  # fmt: skip
+
+
+def normalize(text: str, image: str) -> str:
+    """What may differ between builds: the image reference (also recorded as the code version)."""
+    return text.replace(image, "<IMAGE>")
+
+
+def pools_raw() -> dict:
+    return yaml.safe_load(POOLS.read_text())
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> tuple[Path, dict, dict]:
+    out = compile_pipeline(load_kubeflow_settings(POOLS), tmp_path_factory.mktemp("kfp") / "pipeline.yaml")
+    spec, platform = yaml.safe_load_all(out.read_text())
+    return out, spec, platform
+
+
+@pytest.fixture(scope="module")
+def multinode(tmp_path_factory) -> tuple[dict, dict]:
+    raw = pools_raw()
+    raw["trainer"].update(num_nodes=2, gpus_per_node=4, elastic={"min_nodes": 2, "max_nodes": 2})
+    out = compile_pipeline(settings_from_dict(raw, "2x4"), tmp_path_factory.mktemp("kfp2") / "pipeline.yaml")
+    spec, platform = yaml.safe_load_all(out.read_text())
+    return spec, platform
+
+
+def test_compiled_spec_matches_the_golden_file(compiled):
+    out, _, _ = compiled
+    text = normalize(out.read_text(), pools_raw()["image"])
+    if os.environ.get("UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text)
+    assert GOLDEN.is_file(), f"no golden file; create it with UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text == GOLDEN.read_text(), "compiled spec changed; review the diff, then UPDATE_GOLDEN=1 to accept it"
+
+
+def test_spec_is_schema_2_1_with_one_executor_per_step_and_no_resolver(compiled):
+    _, spec, _ = compiled
+    assert spec["schemaVersion"] == "2.1.0"
+    assert spec["defaultPipelineRoot"] == pools_raw()["pipeline_root"]
+    executors = spec["deploymentSpec"]["executors"]
+    assert set(executors) == {executor_label(s) for s in STEPS}
+    assert not [label for label in executors if "resolver" in label.lower()]
+    assert "resolver" not in json.dumps(spec["deploymentSpec"]).lower()
+    for label, executor in executors.items():
+        container = executor["container"]
+        assert container["image"] == pools_raw()["image"], label
+        assert container["command"] == ["python", "-m", "pipeline.kfp_entrypoint"], label
+        assert "{{$}}" in container["args"], label
+    # The run id is a pipeline parameter that `torchtfx submit` fills (KFP does not substitute it itself).
+    assert "pipeline-run-id" in spec["root"]["inputDefinitions"]["parameters"]
+
+
+def test_trainer_gets_the_gpus_cpu_memory_and_the_gpu_pool(compiled):
+    _, spec, platform = compiled
+    trainer = pools_raw()["trainer"]
+    resources = spec["deploymentSpec"]["executors"]["TorchTrainer_executor"]["container"]["resources"]
+    assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": str(trainer["gpus_per_node"])}
+    assert resources["cpuLimit"] == float(trainer["cpu"]) and resources["memoryLimit"] == pytest.approx(34.36, 0.01)
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    gpu_pool = pools_raw()["node_pools"]["gpu"]
+    assert k8s["TorchTrainer_executor"]["nodeSelector"]["labels"] == gpu_pool["node_selector"]
+    assert k8s["TorchTrainer_executor"]["tolerations"] == gpu_pool["tolerations"]
+    # Every other step: its own CPU/memory (ExampleGen too, which TFX's compiler skips: tfx#6146), the CPU pool.
+    for step in STEPS - {"TorchTrainer"}:
+        container = spec["deploymentSpec"]["executors"][executor_label(step)]["container"]
+        assert "accelerator" not in container["resources"] and container["resources"]["cpuLimit"] > 0, step
+        assert k8s[executor_label(step)]["nodeSelector"]["labels"] == pools_raw()["node_pools"]["cpu"]["node_selector"]
+
+
+def test_platform_spec_labels_exist_and_secrets_only_by_reference(compiled):
+    out, spec, platform = compiled
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(k8s) <= set(spec["deploymentSpec"]["executors"])
+    with_secrets = {label for label, config in k8s.items() if "secretAsEnv" in config}
+    assert with_secrets == {executor_label(s) for s in ("ChampionModel", "TorchTrainer", "Promoter")}
+    assert all(c["pvcMount"] == [{"constant": "torchtfx-shared", "mountPath": "/mnt/torchtfx"}] for c in k8s.values())
+    assert helpers.find_credentials(out.read_text()) == []
+    # The KFP SDK reads both documents, as `torchtfx submit` will (strict proto parsing of the PlatformSpec).
+    from kfp.client.client import _extract_pipeline_yaml
+
+    package = _extract_pipeline_yaml(str(out))
+    assert "kubernetes" in package.platform_spec.platforms
+
+
+def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
+    spec, platform = multinode
+    trainer = spec["deploymentSpec"]["executors"]["TorchTrainer_executor"]["container"]
+    assert "accelerator" not in trainer["resources"]  # the GPUs belong to the PyTorchJob replicas
+    constant = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["pytorchjob"]
+    job = json.loads(constant["runtimeValue"]["constant"])
+    assert (job["num_nodes"], job["nproc_per_node"], job["gpus_per_node"]) == (2, 4, 4)
+    assert job["tolerations"] == pools_raw()["node_pools"]["gpu"]["tolerations"]
+    assert {e["env"] for e in job["env_from_secrets"]} == {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"}
+    hparams = json.loads(spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["hyperparameters"]
+                         ["runtimeValue"]["constant"])  # fmt: skip
+    assert hparams["num_workers"] == 4 and hparams["use_gpu"] is True
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert k8s["TorchTrainer_executor"]["nodeSelector"]["labels"] == pools_raw()["node_pools"]["cpu"]["node_selector"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"image": "ghcr.io/torchtfx/torchtfx:latest"}, "pinned to a tag or digest"),
+        ({"image": "ghcr.io/torchtfx/torchtfx"}, "pinned to a tag or digest"),
+        ({"mlflow": {"tracking_uri": "http://bob:hunter2@mlflow:5000"}}, "carries credentials"),
+        ({"beam_args": ["--aws_secret_access_key=abc"]}, "looks like a credential"),
+        ({"serving_dir": "gs://bucket/serving"}, "'serving_dir' must be an absolute path"),
+        ({"serving_dir": "/srv/models/../../etc"}, "is not normalized"),
+        ({"serving_dir": "/elsewhere/serving"}, "is not on a mounted volume"),
+        ({"pipeline_root": "relative/root"}, "'pipeline_root' must be an absolute path or a gs://"),
+        ({"colour": "blue"}, "unknown keys ['colour']"),
+        ({"resources": {"Transform": {"cpu": 2, "memory": "lots"}}}, "memory 'lots' is not a quantity"),
+        ({"trainer": {"node_pool": "tpu"}}, "trainer.node_pool 'tpu' is not defined"),
+        ({"trainer": {"hyperparameters": {"epochs": 0}}}, "trainer.hyperparameters: invalid"),
+        ({"node_pools": {"gpu": {"node_selector": {}}}}, "needs at least a 'cpu' pool"),
+    ],
+)
+def test_config_errors_name_the_key(change, message):
+    """Each bad value is refused before compiling, naming the key; credentials never reach the spec."""
+    raw = {**pools_raw(), **change}
+    with pytest.raises(KubeflowConfigError) as err:
+        settings_from_dict(raw, "pools.yaml")
+    assert message in str(err.value)
+
+
+def test_credential_scanner_catches_what_it_should():
+    assert helpers.find_credentials("uri: http://bob:hunter2@mlflow:5000") != []
+    assert helpers.find_credentials('{"password": "hunter2"}') != []
+    assert helpers.find_credentials("--aws_secret_access_key=abc123") != []
+    assert helpers.find_credentials("secretAsEnv: [{secretName: mlflow, secretKey: password}] run_token: x") == []
+
+
+def test_yaml_json_name_is_refused(tmp_path):
+    with pytest.raises(KubeflowConfigError, match=r"use a \.yaml name"):
+        compile_pipeline(load_kubeflow_settings(POOLS), tmp_path / "pipeline.json")
