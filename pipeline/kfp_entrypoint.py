@@ -12,7 +12,8 @@ launcher differs in three ways, each fixed here before TFX's code runs:
    local paths, and the executor output file gets the original URIs back. ``file://`` URIs (local runs of
    the spec) become plain paths, as the executors' ``pathlib`` code expects.
 2. **ExampleGen's driver.** ``lifecycle.preCacheCheck`` is a Vertex feature; without the driver, span,
-   version and the input fingerprint are never computed. File-based ExampleGen steps run it first.
+   version and the input fingerprint are never computed. File-based ExampleGen steps run it first, and its
+   output artifact's properties are merged into the executor's, as Vertex does.
 3. **Input artifact types.** The driver hands downstream artifacts over with an empty type
    (``instanceSchema: ""``, tfx#7768), from which TFX cannot pick the artifact class. The step's own inputs
    spec (``--json_serialized_inputs_spec_args``, compiled in) has the types; they are filled in from it.
@@ -102,6 +103,15 @@ def restore_uris(output_file: Path, originals: dict[str, str]) -> None:
     output_file.write_text(json.dumps(payload, indent=2, sort_keys=True))
 
 
+def merge_driver_output(executor_input: dict[str, Any], output_file: Path) -> None:
+    """Fix 2: the driver's output artifacts carry span, version and fingerprint; hand them to the executor."""
+    written = json.loads(output_file.read_text()).get("artifacts", {})
+    for key, entry in executor_input["outputs"]["artifacts"].items():
+        reported = written.get(key, {}).get("artifacts", [])
+        for artifact, driven in zip(entry.get("artifacts", []), reported, strict=False):
+            artifact.setdefault("metadata", {}).update(driven.get("metadata", {}))
+
+
 def _run_example_gen_driver(args: Any, executor_input_json: str) -> None:
     """Fix 2: compute span, version and fingerprint, as the Vertex pre-cache-check hook would."""
     from google.protobuf import json_format
@@ -131,6 +141,8 @@ def main(parsed: tuple[Any, list[str]]) -> None:
     output_file.parent.mkdir(parents=True, exist_ok=True)
     if args.executor_class_path in FILE_BASED_EXAMPLE_GEN_EXECUTORS and not output_file.exists():
         _run_example_gen_driver(args, args.json_serialized_invocation_args)
+        merge_driver_output(executor_input, output_file)
+        args.json_serialized_invocation_args = json.dumps(executor_input)
     kubeflow_v2_run_executor.main((args, beam_args))
     restore_uris(output_file, originals)
 

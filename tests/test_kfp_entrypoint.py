@@ -1,0 +1,71 @@
+"""The container entry point's fixes for the open-source KFP v2 launcher, on executor inputs shaped as the
+KFP 2.0-2.3 driver writes them (pure functions; the full chain runs in tests/test_kfp_emulation.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.absent import ABSENT_PROPERTY
+from pipeline.kfp_entrypoint import fill_input_types, local_path, localize, restore_uris
+
+EXAMPLES_TYPE = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
+
+
+@pytest.mark.parametrize(
+    ("uri", "path"),
+    [
+        ("gs://bucket/root/run/Transform/graph", "/gcs/bucket/root/run/Transform/graph"),
+        ("s3://bucket/a", "/s3/bucket/a"),
+        ("minio://mlpipeline/v2/artifacts/x", "/minio/mlpipeline/v2/artifacts/x"),
+        ("file:///tmp/root/x", "/tmp/root/x"),
+        ("/mnt/torchtfx/root/x", "/mnt/torchtfx/root/x"),
+    ],
+)
+def test_local_path_follows_the_launcher_mounts(uri, path):
+    assert local_path(uri) == path
+
+
+def _executor_input() -> dict:
+    return {
+        "inputs": {
+            "artifacts": {
+                "examples": {"artifacts": [{"name": "7", "type": {"instanceSchema": ""}, "uri": "minio://b/ex",
+                                            "metadata": {"split_names": '["train"]'}}]},
+                "baseline_model": {"artifacts": [{"name": "8", "type": {"instanceSchema": ""}, "uri": "minio://b/c",
+                                                  "metadata": {ABSENT_PROPERTY: 1.0}}]},
+            },
+            "parameterValues": {"eval_config": "{}"},
+        },
+        "outputs": {
+            "artifacts": {"blessing": {"artifacts": [{"type": EXAMPLES_TYPE, "uri": "minio://b/out", "metadata": {}}]}},
+            "outputFile": "/tmp/kfp_outputs/output_metadata.json",
+        },
+    }  # fmt: skip
+
+
+def test_localize_maps_uris_and_drops_absent_artifacts():
+    executor_input = _executor_input()
+    originals = localize(executor_input)
+    artifacts = executor_input["inputs"]["artifacts"]
+    assert artifacts["examples"]["artifacts"][0]["uri"] == "/minio/b/ex"
+    assert artifacts["baseline_model"]["artifacts"] == []  # ChampionModel had nothing: run as without a baseline
+    assert executor_input["outputs"]["artifacts"]["blessing"]["artifacts"][0]["uri"] == "/minio/b/out"
+    assert originals == {"/minio/b/ex": "minio://b/ex", "/minio/b/out": "minio://b/out"}
+
+
+def test_empty_input_types_are_filled_from_the_compiled_inputs_spec():
+    executor_input = _executor_input()
+    fill_input_types(executor_input, {"artifacts": {"examples": {"artifactType": EXAMPLES_TYPE}}})
+    assert executor_input["inputs"]["artifacts"]["examples"]["artifacts"][0]["type"] == EXAMPLES_TYPE
+
+
+def test_restore_uris_gives_the_launcher_its_uris_back(tmp_path):
+    output = tmp_path / "output_metadata.json"
+    output.write_text(json.dumps({"artifacts": {"blessing": {"artifacts": [
+        {"uri": "/minio/b/out", "metadata": {"current_model": "/minio/b/model", "blessed": 1}}]}}}))  # fmt: skip
+    restore_uris(output, {"/minio/b/out": "minio://b/out", "/minio/b/model": "minio://b/model"})
+    artifact = json.loads(output.read_text())["artifacts"]["blessing"]["artifacts"][0]
+    assert artifact["uri"] == "minio://b/out"
+    assert artifact["metadata"] == {"current_model": "minio://b/model", "blessed": 1}
