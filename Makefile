@@ -15,12 +15,14 @@ PYTHON310 := $(shell for p in "$$(command -v python3.10)" "$$(pyenv which python
   $(PYENV_DIR)/versions/3.10*/bin/python3.10; do \
   [ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: help venv run test test-unit test-e2e lint format draft-schema clean
+.PHONY: help venv run test test-unit test-e2e lint format compile image draft-schema clean
 
 help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
 	@echo "make lint   - ruff check + format check"
+	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
+	@echo "make image  - docker build the Kubeflow step image (IMAGE=...)"
 
 $(PY):
 	@if [ -z "$(PYTHON310)" ]; then \
@@ -57,6 +59,15 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+KFP_CONFIG ?= kubeflow/pools.yaml
+IMAGE ?= $(shell sed -n 's/^image: *//p' $(KFP_CONFIG))
+
+compile: $(STAMP)
+	$(VENV)/bin/torchtfx compile --config $(KFP_CONFIG)
+
+image:
+	docker build -f kubeflow/Dockerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(RUN_ROOT) .pytest_cache

@@ -9,8 +9,9 @@ launcher differs in three ways, each fixed here before TFX's code runs:
    from a local path after the step: ``gs://b/x`` <-> ``/gcs/b/x``, ``s3://b/x`` <-> ``/s3/b/x``,
    ``minio://b/x`` <-> ``/minio/b/x``. TFX would read and write the remote URI instead (and ``minio://``
    is not a scheme TensorFlow knows), so outputs would never be uploaded. The executor therefore gets the
-   local paths, and the executor output file gets the original URIs back. ``file://`` URIs (local runs of
-   the spec) become plain paths, as the executors' ``pathlib`` code expects.
+   local paths, and the executor output file gets the original URIs back. ``gs://`` stays remote for
+   TFX's own executors: TensorFlow writes it directly, and Dataflow workers could not see local paths.
+   ``file://`` URIs (local runs of the spec) become plain paths, as our executors' ``pathlib`` code expects.
 2. **ExampleGen's driver.** ``lifecycle.preCacheCheck`` is a Vertex feature; without the driver, span,
    version and the input fingerprint are never computed. File-based ExampleGen steps run it first, and its
    output artifact's properties are merged into the executor's, as Vertex does.
@@ -37,16 +38,18 @@ logger = logging.getLogger(__name__)
 
 # Remote scheme -> local mount prefix of the KFP v2 launcher (backend/src/v2/objectstore).
 LAUNCHER_PREFIXES = {"gs://": "/gcs/", "s3://": "/s3/", "minio://": "/minio/", "file://": "/"}
+OWN_EXECUTORS = "components."
 FILE_BASED_EXAMPLE_GEN_EXECUTORS = (
     "tfx.components.example_gen.csv_example_gen.executor.Executor",
     "tfx.components.example_gen.import_example_gen.executor.Executor",
 )
 
 
-def local_path(uri: str) -> str:
-    """The path where the KFP launcher materializes ``uri`` inside the container."""
+def local_path(uri: str, keep_gcs: bool = False) -> str:
+    """The path where the KFP launcher materializes ``uri`` inside the container; ``keep_gcs`` leaves
+    ``gs://`` URIs as they are (TensorFlow reads them, and so do Dataflow workers, which have no /gcs)."""
     for scheme, prefix in LAUNCHER_PREFIXES.items():
-        if uri.startswith(scheme):
+        if uri.startswith(scheme) and not (keep_gcs and scheme == "gs://"):
             return prefix + uri[len(scheme) :].lstrip("/")
     return uri
 
@@ -69,7 +72,7 @@ def fill_input_types(executor_input: dict[str, Any], inputs_spec: dict[str, Any]
                 artifact["type"] = declared[key]["artifactType"]
 
 
-def localize(executor_input: dict[str, Any]) -> dict[str, str]:
+def localize(executor_input: dict[str, Any], keep_gcs: bool = False) -> dict[str, str]:
     """Rewrite ``executor_input`` in place (fixes 1 and 4); returns local path -> original URI."""
     for key, entry in executor_input.get("inputs", {}).get("artifacts", {}).items():
         kept = [a for a in entry.get("artifacts", []) if not _is_absent(a)]
@@ -80,7 +83,7 @@ def localize(executor_input: dict[str, Any]) -> dict[str, str]:
     for section in ("inputs", "outputs"):
         for artifact in _artifacts(executor_input.get(section, {})):
             uri = artifact.get("uri", "")
-            artifact["uri"] = local_path(uri)
+            artifact["uri"] = local_path(uri, keep_gcs)
             originals[artifact["uri"]] = uri
     outputs = executor_input.setdefault("outputs", {})
     if outputs.get("outputFile"):
@@ -135,7 +138,9 @@ def main(parsed: tuple[Any, list[str]]) -> None:
     os.environ[ORCHESTRATOR_ENV] = "kubeflow"
     executor_input = json.loads(args.json_serialized_invocation_args)
     fill_input_types(executor_input, json.loads(getattr(args, "json_serialized_inputs_spec_args", None) or "{}"))
-    originals = localize(executor_input)
+    # TFX's own executors use tf.io.gfile and read gs:// directly (on a Dataflow runner they must); ours use
+    # pathlib and need the launcher's local paths for every scheme.
+    originals = localize(executor_input, keep_gcs=not args.executor_class_path.startswith(OWN_EXECUTORS))
     args.json_serialized_invocation_args = json.dumps(executor_input)
     output_file = Path(executor_input["outputs"]["outputFile"])
     output_file.parent.mkdir(parents=True, exist_ok=True)
@@ -148,6 +153,8 @@ def main(parsed: tuple[Any, list[str]]) -> None:
 
 
 if __name__ == "__main__":
+    # TFT and onnx2tf build tf_keras (Keras 2) models; TF 2.16 would otherwise hand out Keras 3.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
 

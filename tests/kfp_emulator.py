@@ -121,7 +121,9 @@ class Launcher:
         executor_input = self.executor_input(task_name, task, params)
         payload = json.dumps(executor_input)
         command = [*container["command"], *(a.replace(EXECUTOR_INPUT_PLACEHOLDER, payload) for a in container["args"])]
-        env = {**os.environ, "PATH": f"{self.python_bin}{os.pathsep}{os.environ['PATH']}"}
+        # A pod's environment: the image's python first, nothing inherited that the test process set up.
+        env = {k: v for k, v in os.environ.items() if k not in ("TF_USE_LEGACY_KERAS", "MLFLOW_TRACKING_URI")}
+        env["PATH"] = f"{self.python_bin}{os.pathsep}{os.environ['PATH']}"
         env.update(_secret_env(self.platform, label, self.secrets))
         workdir = self.root / task_name
         workdir.mkdir(parents=True, exist_ok=True)

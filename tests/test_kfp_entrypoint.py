@@ -27,6 +27,11 @@ def test_local_path_follows_the_launcher_mounts(uri, path):
     assert local_path(uri) == path
 
 
+def test_gcs_stays_remote_for_tfx_executors_that_read_it_directly():
+    assert local_path("gs://bucket/x", keep_gcs=True) == "gs://bucket/x"
+    assert local_path("minio://bucket/x", keep_gcs=True) == "/minio/bucket/x"  # TensorFlow has no minio://
+
+
 def _executor_input() -> dict:
     return {
         "inputs": {
