@@ -23,19 +23,28 @@ from data.config import DatasetConfigError
     type=click.Path(path_type=Path),
     help="Where to write the spec [default: kubeflow/build/torchtfx-<dataset>.yaml].",
 )
-def compile_cmd(config_path: Path, output: Path | None) -> None:
+@click.option(
+    "--target",
+    type=click.Choice(["kfp", "vertex"]),
+    default="kfp",
+    show_default=True,
+    help="kfp: open-source Kubeflow Pipelines (.yaml + PlatformSpec); vertex: a Vertex AI PipelineJob (.json).",
+)
+def compile_cmd(config_path: Path, output: Path | None, target: str) -> None:
     """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended."""
-    from pipeline.kfp_compile import compile_pipeline
+    from pipeline.kfp_compile import compile_pipeline, compile_vertex_job
     from pipeline.kfp_config import KubeflowConfigError, load_kubeflow_settings
 
     try:
         settings = load_kubeflow_settings(config_path)
-        output = output or Path("kubeflow/build") / f"torchtfx-{Path(settings.dataset).stem}.yaml"
-        compile_pipeline(settings, output)
+        suffix = ".yaml" if target == "kfp" else ".json"
+        output = output or Path("kubeflow/build") / f"torchtfx-{Path(settings.dataset).stem}{suffix}"
+        (compile_pipeline if target == "kfp" else compile_vertex_job)(settings, output)
     except (KubeflowConfigError, DatasetConfigError, ValueError) as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"Compiled pipeline spec: {output}")
-    click.echo(f"Submit it with: torchtfx submit --package {output} --host <KFP API URL>")
+    if target == "kfp":
+        click.echo(f"Submit it with: torchtfx submit --package {output} --host <KFP API URL>")
 
 
 def _parse_params(values: tuple[str, ...]) -> dict[str, str]:

@@ -168,6 +168,14 @@ def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
     container["resources"] = {"cpuLimit": limits.cpu, "memoryLimit": limits.memory_gb}
 
 
+def _runner_config(settings: KubeflowSettings):
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    return v2.KubeflowV2DagRunnerConfig(
+        default_image=settings.image, default_commands=ENTRYPOINT_COMMAND, use_pipeline_spec_2_1=True
+    )
+
+
 def compile_pipeline(settings: KubeflowSettings, output: Path) -> Path:
     """Write ``output`` (.yaml): the PipelineSpec document, then the PlatformSpec document."""
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
@@ -175,11 +183,8 @@ def compile_pipeline(settings: KubeflowSettings, output: Path) -> Path:
     if output.suffix not in (".yaml", ".yml"):
         raise KubeflowConfigError(f"{output}: use a .yaml name (a .json name makes a Vertex PipelineJob instead)")
     pipeline = build_pipeline(settings)
-    config = v2.KubeflowV2DagRunnerConfig(
-        default_image=settings.image, default_commands=ENTRYPOINT_COMMAND, use_pipeline_spec_2_1=True
-    )
     with tempfile.TemporaryDirectory() as tmp:
-        v2.KubeflowV2DagRunner(config, output_dir=tmp, output_filename="pipeline.yaml").run(pipeline)
+        v2.KubeflowV2DagRunner(_runner_config(settings), output_dir=tmp, output_filename="pipeline.yaml").run(pipeline)
         text = (Path(tmp) / "pipeline.yaml").read_text()
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     spec = yaml.safe_load(text)
@@ -190,4 +195,21 @@ def compile_pipeline(settings: KubeflowSettings, output: Path) -> Path:
         out.write(header)
         yaml.safe_dump_all([spec, platform], out, sort_keys=True)
     logger.info("Compiled %s (%s steps) to %s", pipeline.pipeline_info.pipeline_name, len(pipeline.components), output)
+    return output
+
+
+def compile_vertex_job(settings: KubeflowSettings, output: Path) -> Path:
+    """The optional second target: a Vertex AI PipelineJob (.json). Vertex has no PlatformSpec: node pools,
+    tolerations and volumes do not apply (Vertex picks machines from the resources; GCS is mounted at /gcs)."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    if output.suffix != ".json" or not settings.pipeline_root.startswith("gs://"):
+        raise KubeflowConfigError(
+            f"{output}: the Vertex target writes a .json PipelineJob and needs a gs:// pipeline_root"
+        )
+    pipeline = build_pipeline(settings)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    v2.KubeflowV2DagRunner(_runner_config(settings), output_dir=str(output.parent), output_filename=output.name).run(
+        pipeline
+    )
     return output

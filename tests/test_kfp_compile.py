@@ -156,6 +156,17 @@ def test_credential_scanner_catches_what_it_should():
     assert helpers.find_credentials("secretAsEnv: [{secretName: mlflow, secretKey: password}] run_token: x") == []
 
 
+def test_vertex_target_writes_a_pipeline_job(tmp_path):
+    from pipeline.kfp_compile import compile_vertex_job
+
+    raw = {**pools_raw(), "pipeline_root": "gs://my-bucket/torchtfx"}
+    job = json.loads(compile_vertex_job(settings_from_dict(raw), tmp_path / "job.json").read_text())
+    assert job["pipelineSpec"]["schemaVersion"] == "2.1.0"
+    assert job["runtimeConfig"]["gcsOutputDirectory"] == "gs://my-bucket/torchtfx"
+    with pytest.raises(KubeflowConfigError, match="gs:// pipeline_root"):
+        compile_vertex_job(load_kubeflow_settings(POOLS), tmp_path / "job2.json")
+
+
 def test_yaml_json_name_is_refused(tmp_path):
     with pytest.raises(KubeflowConfigError, match=r"use a \.yaml name"):
         compile_pipeline(load_kubeflow_settings(POOLS), tmp_path / "pipeline.json")
