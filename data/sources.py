@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from data.config import DatasetConfig
 
@@ -31,7 +33,8 @@ def csv_files(data_dir: Path) -> list[Path]:
         raise DataSourceError(f"input directory {data_dir} does not exist")
     if not data_dir.is_dir():
         raise DataSourceError(f"input path {data_dir} is not a directory; point --data-dir at a folder of CSV files")
-    files = sorted(p for p in data_dir.glob("*.csv") if p.is_file())
+    # Links too: a dangling one must fail by name, not be skipped (ExampleGen would try to read it).
+    files = sorted(p for p in data_dir.glob("*.csv") if p.is_file() or p.is_symlink())
     if not files:
         raise DataSourceError(f"input directory {data_dir} holds no *.csv files")
     for path in files:
@@ -43,6 +46,40 @@ def csv_files(data_dir: Path) -> list[Path]:
         if not header:
             raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
     return files
+
+
+def check_csv_structure(path: Path | str, open_text: Callable[[str], IO[str]] | None = None) -> int:
+    """Every record of ``path`` parses and has as many fields as the header; returns the number of rows.
+
+    Beam's CSV decoder would fail on these deep inside ExampleGen with a stack trace; here the message names
+    the file, the line and what is wrong. ``open_text`` opens remote files (e.g. ``tf.io.gfile.GFile``).
+    """
+    opener = open_text or (lambda p: open(p, newline=""))
+    reader = None
+    try:
+        with opener(str(path)) as handle:
+            reader = csv.reader(handle, strict=True)
+            header = next(reader, None)
+            if not header:
+                raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
+            rows = 0
+            for record in reader:
+                if record and len(record) != len(header):
+                    raise DataSourceError(
+                        f"{path}, line {reader.line_num}: {len(record)} fields where the header has {len(header)}; "
+                        "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
+                    )
+                rows += bool(record)
+    except csv.Error as err:
+        line = reader.line_num if reader else 1
+        raise DataSourceError(f"{path}, line {line}: malformed CSV ({err}); an unterminated quote?") from None
+    except UnicodeDecodeError as err:
+        raise DataSourceError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except OSError as err:
+        raise DataSourceError(f"cannot read {path}: {err.strerror}") from None
+    if rows == 0:
+        raise DataSourceError(f"{path} has a header but no rows")
+    return rows
 
 
 def default_data_dir(cfg: DatasetConfig) -> Path:

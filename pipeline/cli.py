@@ -13,6 +13,7 @@ import click
 
 from components.promoter.promotion import PromotionError
 from components.torch_trainer.hparams import HParamsError, TrainerHParams
+from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES, TrackingUnavailableError
 from data.config import DatasetConfigError, load_dataset_config
 from data.sources import DataSourceError
 from pipeline.gates import GateConfig, GateConfigError
@@ -20,7 +21,15 @@ from pipeline.gates import GateConfig, GateConfigError
 logger = logging.getLogger("torchtfx")
 
 # Errors whose message already tells the user what is wrong and what to do: no traceback.
-_USER_ERRORS = (DatasetConfigError, DataSourceError, HParamsError, GateConfigError, PromotionError, LookupError)
+_USER_ERRORS = (
+    DatasetConfigError,
+    DataSourceError,
+    HParamsError,
+    GateConfigError,
+    PromotionError,
+    TrackingUnavailableError,
+    LookupError,
+)
 # Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
 REJECTED_EXIT_CODE = 3
 
@@ -104,6 +113,13 @@ def cli(verbose: bool) -> None:
     help="Beam DirectRunner processes.",
 )
 @click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
+@click.option(
+    "--mlflow-unreachable",
+    type=click.Choice(UNREACHABLE_POLICIES),
+    default=FAIL_IF_UNREACHABLE,
+    show_default=True,
+    help="If the MLflow server does not answer: fail before training, or continue untracked (no promotion).",
+)
 def run(
     dataset,
     data_dir,
@@ -118,6 +134,7 @@ def run(
     num_workers,
     beam_workers,
     no_cache,
+    mlflow_unreachable,
 ):
     """Run the whole pipeline locally (LocalDagRunner + Beam DirectRunner)."""
     from pipeline.local_runner import LocalSettings, run_local
@@ -137,6 +154,7 @@ def run(
             gates=GateConfig.from_dict(dataset_cfg.gates, auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
             beam_workers=beam_workers,
             enable_cache=not no_cache,
+            mlflow_unreachable=mlflow_unreachable,
         )
         summary, wall = run_local(settings)
     except _USER_ERRORS as err:

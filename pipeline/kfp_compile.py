@@ -114,6 +114,7 @@ def build_pipeline(settings: KubeflowSettings):
         code_version=settings.image,
         beam_pipeline_args=list(settings.beam_args),
         pytorchjob_json=pytorchjob_json(settings),
+        mlflow_unreachable=settings.mlflow.unreachable,
     )
     spec_cls = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
     for component in pipeline.components:

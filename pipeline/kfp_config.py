@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from components.torch_trainer.hparams import HParamsError, TrainerHParams
+from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
 
 REMOTE_SCHEMES = ("gs://", "s3://", "minio://")
 _MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
@@ -65,6 +66,7 @@ class MlflowDeployment:
     tracking_uri: str
     credentials_secret: str | None
     secret_keys: dict[str, str]  # secret key -> environment variable
+    unreachable: str = "fail"  # fail | continue, see components.torch_trainer.tracking
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +169,10 @@ def _mlflow(raw: Any, where: str) -> MlflowDeployment:
             "secret named by mlflow.credentials_secret instead"
         )
     keys = {str(k): str(v) for k, v in (raw.get("secret_keys") or {}).items()}
-    return MlflowDeployment(uri, raw.get("credentials_secret"), keys)
+    policy = str(raw.get("unreachable", FAIL_IF_UNREACHABLE))
+    if policy not in UNREACHABLE_POLICIES:
+        raise KubeflowConfigError(f"{where}: mlflow.unreachable must be one of {UNREACHABLE_POLICIES}, got {policy!r}")
+    return MlflowDeployment(uri, raw.get("credentials_secret"), keys, policy)
 
 
 def _trainer(raw: Any, pools: dict[str, NodePool], where: str) -> TrainerDeployment:

@@ -38,8 +38,15 @@ logger = logging.getLogger(__name__)
 
 # Remote scheme -> local mount prefix of the KFP v2 launcher (backend/src/v2/objectstore).
 LAUNCHER_PREFIXES = {"gs://": "/gcs/", "s3://": "/s3/", "minio://": "/minio/", "file://": "/"}
-OWN_EXECUTORS = "components."
+# Our executors that read and write artifacts with pathlib/shutil (local paths only).
+PATHLIB_EXECUTORS = (
+    "components.champion.",
+    "components.data_gate.",
+    "components.torch_trainer.",
+    "components.promoter.",
+)
 FILE_BASED_EXAMPLE_GEN_EXECUTORS = (
+    "components.csv_input.executor.Executor",
     "tfx.components.example_gen.csv_example_gen.executor.Executor",
     "tfx.components.example_gen.import_example_gen.executor.Executor",
 )
@@ -138,9 +145,9 @@ def main(parsed: tuple[Any, list[str]]) -> None:
     os.environ[ORCHESTRATOR_ENV] = "kubeflow"
     executor_input = json.loads(args.json_serialized_invocation_args)
     fill_input_types(executor_input, json.loads(getattr(args, "json_serialized_inputs_spec_args", None) or "{}"))
-    # TFX's own executors use tf.io.gfile and read gs:// directly (on a Dataflow runner they must); ours use
-    # pathlib and need the launcher's local paths for every scheme.
-    originals = localize(executor_input, keep_gcs=not args.executor_class_path.startswith(OWN_EXECUTORS))
+    # TFX's executors use tf.io.gfile and read gs:// directly (on a Dataflow runner they must); ours that use
+    # pathlib need the launcher's local paths for every scheme.
+    originals = localize(executor_input, keep_gcs=not args.executor_class_path.startswith(PATHLIB_EXECUTORS))
     args.json_serialized_invocation_args = json.dumps(executor_input)
     output_file = Path(executor_input["outputs"]["outputFile"])
     output_file.parent.mkdir(parents=True, exist_ok=True)

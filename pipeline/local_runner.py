@@ -11,6 +11,7 @@ from pathlib import Path
 
 from components.promoter.serving_config import BatchingParams
 from components.torch_trainer.hparams import TrainerHParams
+from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 from data.config import PROJECT_ROOT, DatasetConfig
 from data.sources import csv_files, default_data_dir
 from pipeline.gates import GateConfig
@@ -31,6 +32,7 @@ class LocalSettings:
     parity_tolerance: float = 1e-5
     beam_workers: int = 2
     enable_cache: bool = True
+    mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # or CONTINUE_IF_UNREACHABLE
 
     @property
     def root(self) -> Path:
@@ -80,6 +82,8 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     """Run the whole pipeline; returns the run's summary and its wall time in seconds."""
     data_dir = (settings.data_dir or default_data_dir(settings.dataset)).resolve()
     csv_files(data_dir)  # fail fast, by name, on a missing or empty input directory (before TF loads)
+    # Fail fast (seconds, not MLflow's minutes of retries) when the tracking server does not answer.
+    tracking_uri_or_none(resolve_tracking_uri(settings.mlflow_default_uri), settings.mlflow_unreachable, "The run")
 
     from tfx import v1 as tfx
 
@@ -106,6 +110,7 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
         beam_pipeline_args=settings.beam_args(),
         metadata_connection_config=connection,
         enable_cache=settings.enable_cache,
+        mlflow_unreachable=settings.mlflow_unreachable,
     )
     logger.info("Running %s on %s (pipeline root %s)", settings.pipeline_name, data_dir, settings.root)
     started = time.perf_counter()

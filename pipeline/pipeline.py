@@ -6,6 +6,7 @@ from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
 from components.champion.component import ChampionModel
+from components.csv_input.component import checked_csv_example_gen
 from components.data_gate.component import DataGate
 from components.promoter.component import Promoter
 from components.promoter.serving_config import BatchingParams
@@ -19,10 +20,11 @@ from pipeline.preprocessing import DATASET_CONFIG_KEY
 PREPROCESSING_FN = "pipeline.preprocessing.preprocessing_fn"
 
 
-def _example_gen(data_root: str, dataset: DatasetConfig) -> tfx.components.CsvExampleGen:
+def _example_gen(data_root: str, dataset: DatasetConfig):
     splits = [example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=n) for name, n in dataset.split.items()]
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
-    return tfx.components.CsvExampleGen(input_base=data_root, output_config=output_config)
+    # TFX's CsvExampleGen, whose executor first checks every CSV line (a clear error, not a Beam trace).
+    return checked_csv_example_gen(input_base=data_root, output_config=output_config)
 
 
 def create_pipeline(
@@ -46,6 +48,7 @@ def create_pipeline(
     enable_cache: bool = True,
     enable_data_gate: bool = True,
     pytorchjob_json: str = "",
+    mlflow_unreachable: str = "fail",
 ) -> tfx.dsl.Pipeline:
     """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator (-> DataGate) -> Transform ->
     TorchTrainer -> Evaluator (gates vs ChampionModel) -> Promoter (TF Serving layout under
@@ -53,6 +56,8 @@ def create_pipeline(
 
     ``enable_data_gate=False`` lets a run train on data that has anomalies (they are still recorded).
     ``pytorchjob_json`` (PyTorchJobSettings) makes the Trainer run multi-node DDP as a Kubeflow PyTorchJob.
+    ``mlflow_unreachable``: ``fail`` stops before training when the tracking server does not answer;
+    ``continue`` trains untracked with a loud warning (the Promoter still refuses to promote).
     """
     example_gen = _example_gen(data_root, dataset)
     statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
@@ -83,6 +88,7 @@ def create_pipeline(
         mlflow_experiment=mlflow_experiment,
         parity_tolerance=parity_tolerance,
         pytorchjob_json=pytorchjob_json,
+        mlflow_unreachable=mlflow_unreachable,
     )
     # The baseline is the model in production (registry alias `champion`), not TFX's latest-blessed
     # Resolver, which the open-source KFP v2 backend cannot run.
@@ -90,6 +96,7 @@ def create_pipeline(
         serving_dir=serving_model_dir,
         registered_model_name=registered_model_name,
         mlflow_tracking_uri=mlflow_tracking_uri,
+        mlflow_unreachable=mlflow_unreachable,
     )
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],

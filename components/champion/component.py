@@ -11,6 +11,7 @@ from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 from components.champion import executor
 from components.champion.constants import (
     CHAMPION_KEY,
+    MLFLOW_POLICY_KEY,
     MLFLOW_TRACKING_URI_KEY,
     REGISTERED_MODEL_KEY,
     SERVING_DIR_KEY,
@@ -26,6 +27,7 @@ class ChampionModelSpec(types.ComponentSpec):
         REGISTERED_MODEL_KEY: ExecutionParameter(type=str),
         MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
         RUN_TOKEN_KEY: ExecutionParameter(type=str),
+        MLFLOW_POLICY_KEY: ExecutionParameter(type=str),
     }
 
 
@@ -33,12 +35,15 @@ class ChampionModel(base_component.BaseComponent):
     SPEC_CLASS = ChampionModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
-    def __init__(self, serving_dir: str, registered_model_name: str, mlflow_tracking_uri: str) -> None:
+    def __init__(
+        self, serving_dir: str, registered_model_name: str, mlflow_tracking_uri: str, mlflow_unreachable: str = "fail"
+    ) -> None:
         spec = ChampionModelSpec(
             champion=types.Channel(type=standard_artifacts.Model),
             serving_dir=serving_dir,
             registered_model_name=registered_model_name,
             mlflow_tracking_uri=mlflow_tracking_uri,
+            mlflow_unreachable=mlflow_unreachable,
             # The orchestrator substitutes the run id: a new cache key per run, so the champion is
             # always looked up now, not replayed from an earlier run's cache.
             run_token=run_token_parameter(),

@@ -4,6 +4,7 @@ CHAMPION_KEY = "champion"
 SERVING_DIR_KEY = "serving_dir"
 REGISTERED_MODEL_KEY = "registered_model_name"
 MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
+MLFLOW_POLICY_KEY = "mlflow_unreachable"  # fail | continue (see components.torch_trainer.tracking)
 
 SERVING_VERSION_PROPERTY = "serving_version"
 REGISTRY_VERSION_PROPERTY = "registry_version"

@@ -16,6 +16,7 @@ from tfx.utils import path_utils
 from components.absent import ABSENT_PROPERTY
 from components.champion.constants import (
     CHAMPION_KEY,
+    MLFLOW_POLICY_KEY,
     MLFLOW_TRACKING_URI_KEY,
     REGISTERED_MODEL_KEY,
     REGISTRY_VERSION_PROPERTY,
@@ -25,7 +26,7 @@ from components.champion.constants import (
 )
 from components.champion.resolve import resolve_champion
 from components.promoter.registry import Registry
-from components.torch_trainer.tracking import resolve_tracking_uri
+from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +39,13 @@ class Executor(base_executor.BaseExecutor):
         exec_properties: dict[str, Any],
     ) -> execution_result_pb2.ExecutorOutput:
         artifact = artifact_utils.get_single_instance(output_dict[CHAMPION_KEY])
-        registry = Registry(
-            resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]), exec_properties[REGISTERED_MODEL_KEY]
+        tracking_uri = tracking_uri_or_none(
+            resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]),
+            exec_properties.get(MLFLOW_POLICY_KEY) or FAIL_IF_UNREACHABLE,
+            "The run",
         )
+        # Without the registry (policy 'continue'), the serving directory's stable version is the champion.
+        registry = Registry(tracking_uri, exec_properties[REGISTERED_MODEL_KEY]) if tracking_uri else None
         champion = resolve_champion(Path(exec_properties[SERVING_DIR_KEY]), registry)
         output = execution_result_pb2.ExecutorOutput()
         if champion is None:

@@ -34,7 +34,7 @@ from components.promoter.registry import Registry
 from components.promoter.serving_config import BatchingParams
 from components.run_identity import run_identity
 from components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, PARITY_PROPERTY
-from components.torch_trainer.tracking import resolve_tracking_uri
+from components.torch_trainer.tracking import TrackingUnavailableError, check_reachable, resolve_tracking_uri
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,16 @@ def _tags(model, examples, evaluation_uri: str, exec_properties: dict, run_id: s
         "parity_max_abs_diff": str(_prop(model, PARITY_PROPERTY, "unknown")),
         **overall,
     }
+
+
+def _require_registry(tracking_uri: str) -> None:
+    try:
+        check_reachable(tracking_uri)
+    except TrackingUnavailableError as err:
+        raise promotion.PromotionError(
+            f"{err}: the candidate was trained and evaluated but NOT promoted or recorded; the serving directory "
+            "and the registry are unchanged. Rerun when MLflow is reachable: completed steps come from the cache."
+        ) from None
 
 
 class Executor(base_executor.BaseExecutor):
@@ -92,6 +102,7 @@ class Executor(base_executor.BaseExecutor):
             mlflow_run_id=_prop(model, MLFLOW_RUN_ID_PROPERTY),
             tags=_tags(model, examples, evaluation.uri, exec_properties, run_id, execution_id),
         )
+        _require_registry(target.registry.tracking_uri)  # before any change: promotion never half-happens
         if _prop(blessing, "blessed", 0) == 1:
             version = promotion.promote(candidate, target)
             pushed.set_int_custom_property(PUSHED_PROPERTY, 1)

@@ -14,6 +14,7 @@ from components.torch_trainer.constants import (
     EXAMPLES_KEY,
     HPARAMS_KEY,
     MLFLOW_EXPERIMENT_KEY,
+    MLFLOW_POLICY_KEY,
     MLFLOW_TRACKING_URI_KEY,
     MODEL_KEY,
     MODEL_RUN_KEY,
@@ -43,6 +44,7 @@ class TorchTrainerSpec(types.ComponentSpec):
         MLFLOW_EXPERIMENT_KEY: ExecutionParameter(type=str),
         PARITY_TOLERANCE_KEY: ExecutionParameter(type=float),
         PYTORCHJOB_KEY: ExecutionParameter(type=str, optional=True),
+        MLFLOW_POLICY_KEY: ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -61,6 +63,7 @@ class TorchTrainer(base_component.BaseComponent):
         mlflow_experiment: str,
         parity_tolerance: float = 1e-5,
         pytorchjob_json: str = "",
+        mlflow_unreachable: str = "fail",
     ) -> None:
         spec = TorchTrainerSpec(
             examples=examples,
@@ -74,5 +77,6 @@ class TorchTrainer(base_component.BaseComponent):
             mlflow_experiment=mlflow_experiment,
             parity_tolerance=parity_tolerance,
             pytorchjob=pytorchjob_json,
+            mlflow_unreachable=mlflow_unreachable,
         )
         super().__init__(spec=spec)

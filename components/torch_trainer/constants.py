@@ -11,6 +11,7 @@ DATASET_CONFIG_KEY = "dataset_config"
 HPARAMS_KEY = "hyperparameters"
 MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
 MLFLOW_EXPERIMENT_KEY = "mlflow_experiment"
+MLFLOW_POLICY_KEY = "mlflow_unreachable"  # fail | continue (see tracking.py)
 PARITY_TOLERANCE_KEY = "parity_tolerance"
 # JSON PyTorchJobSettings when training spans several nodes (Kubeflow Training Operator); "" trains in-process.
 PYTORCHJOB_KEY = "pytorchjob"

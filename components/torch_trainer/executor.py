@@ -19,6 +19,7 @@ from components.torch_trainer.constants import (
     EXAMPLES_KEY,
     HPARAMS_KEY,
     MLFLOW_EXPERIMENT_KEY,
+    MLFLOW_POLICY_KEY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
     MODEL_KEY,
@@ -32,7 +33,7 @@ from components.torch_trainer.constants import (
 )
 from components.torch_trainer.hparams import TrainerHParams
 from components.torch_trainer.pytorchjob import PyTorchJobSettings
-from components.torch_trainer.tracking import resolve_tracking_uri
+from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 from data.config import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -78,7 +79,13 @@ class Executor(base_executor.BaseExecutor):
             serving_dir=path_utils.serving_model_dir(model.uri),
             run_uri=model_run.uri,
             work_dir=self._get_tmp_dir(),
-            mlflow_tracking_uri=resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]),
+            # '' (policy 'continue', server unreachable): train without tracking.
+            mlflow_tracking_uri=tracking_uri_or_none(
+                resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]),
+                exec_properties.get(MLFLOW_POLICY_KEY) or FAIL_IF_UNREACHABLE,
+                "Training",
+            )
+            or "",
             mlflow_experiment=exec_properties[MLFLOW_EXPERIMENT_KEY],
             mlflow_run_name=f"{dataset.name}-{run_id}",
             mlflow_tags={"pipeline_run_id": run_id, "mlmd_execution_id": execution_id, "dataset": dataset.name},

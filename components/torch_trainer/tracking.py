@@ -8,14 +8,66 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
 
+# What a run does when the MLflow tracking server cannot be reached.
+FAIL_IF_UNREACHABLE = "fail"  # stop before training (the default)
+CONTINUE_IF_UNREACHABLE = "continue"  # train without tracking, loudly; nothing can be promoted
+UNREACHABLE_POLICIES = (FAIL_IF_UNREACHABLE, CONTINUE_IF_UNREACHABLE)
+
+
+class TrackingUnavailableError(RuntimeError):
+    """The MLflow tracking server does not answer."""
+
+
 def resolve_tracking_uri(default_uri: str) -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or default_uri
+
+
+def redact(uri: str) -> str:
+    """The URI without any user:password@ part, for messages and logs."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]+@", r"\1***@", uri, flags=re.I)
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """Raise ``TrackingUnavailableError`` if an http(s) tracking server does not answer its health check
+    within ``timeout`` (MLflow's own client would retry for minutes). Local stores always pass."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import requests
+
+    try:
+        response = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+    except requests.RequestException as err:
+        reason = type(err).__name__ + (": connection refused" if "refused" in str(err).lower() else "")
+        where = redact(uri)
+        raise TrackingUnavailableError(f"the MLflow tracking server at {where} is unreachable ({reason})") from None
+    if response.status_code >= 500:
+        raise TrackingUnavailableError(
+            f"the MLflow tracking server at {redact(uri)} answered HTTP {response.status_code} to its health check"
+        )
+
+
+def tracking_uri_or_none(uri: str, policy: str, what: str) -> str | None:
+    """``uri`` if it answers; else raise (policy ``fail``) or warn loudly and return None (``continue``)."""
+    try:
+        check_reachable(uri)
+        return uri
+    except TrackingUnavailableError as err:
+        if policy != CONTINUE_IF_UNREACHABLE:
+            raise TrackingUnavailableError(
+                f"{err}. {what} did not start. Start the server or fix MLFLOW_TRACKING_URI; or rerun with "
+                "--mlflow-unreachable continue to train without tracking (nothing will be registered or promoted)."
+            ) from None
+        logger.warning("!" * 100)
+        logger.warning("%s; %s continues WITHOUT MLflow tracking (policy 'continue')", err, what)
+        logger.warning("!" * 100)
+        return None
 
 
 def default_artifact_location(tracking_uri: str) -> str | None:

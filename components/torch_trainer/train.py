@@ -192,7 +192,8 @@ def run(job: TrainJob) -> None:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
     try:
         trainer = Trainer(job, ctx)
-        trainer.tracker = publish.start_tracking(job) if ctx.is_main else None
+        # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
+        trainer.tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
         trainer.resume()
         epochs_run, throughput = trainer.train()
         trainer.model.module.load_state_dict(trainer.best_state or trainer.model.module.state_dict())

@@ -1,0 +1,59 @@
+"""What happens when the MLflow tracking server cannot be reached: real HTTP to a closed port on 127.0.0.1
+(nothing listening) and to a local HTTP server standing in for MLflow's /health endpoint."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+
+from components.torch_trainer.tracking import (
+    CONTINUE_IF_UNREACHABLE,
+    FAIL_IF_UNREACHABLE,
+    TrackingUnavailableError,
+    check_reachable,
+    redact,
+    tracking_uri_or_none,
+)
+from tests.fake_http import http_server
+
+
+@pytest.fixture
+def closed_port_uri() -> str:
+    with socket.socket() as sock:  # bound, never listening: connections are refused
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_unreachable_server_fails_before_training_by_default(closed_port_uri):
+    with pytest.raises(TrackingUnavailableError) as err:
+        tracking_uri_or_none(closed_port_uri, FAIL_IF_UNREACHABLE, "Training")
+    assert str(err.value) == (
+        f"the MLflow tracking server at {closed_port_uri} is unreachable (ConnectionError: connection refused). "
+        "Training did not start. Start the server or fix MLFLOW_TRACKING_URI; or rerun with --mlflow-unreachable "
+        "continue to train without tracking (nothing will be registered or promoted)."
+    )
+
+
+def test_continue_policy_warns_loudly_and_disables_tracking(closed_port_uri, caplog):
+    with caplog.at_level(logging.WARNING):
+        assert tracking_uri_or_none(closed_port_uri, CONTINUE_IF_UNREACHABLE, "Training") is None
+    assert "Training continues WITHOUT MLflow tracking" in caplog.text
+
+
+def test_healthy_and_failing_servers_and_local_stores():
+    answers = {"code": 200}
+    with http_server(lambda method, url, body, headers: (answers["code"], "OK")) as url:
+        check_reachable(url)
+        answers["code"] = 503
+        with pytest.raises(TrackingUnavailableError, match="answered HTTP 503"):
+            check_reachable(url)
+    check_reachable("sqlite:////nonexistent/mlflow.db")  # local stores are not probed
+
+
+def test_credentials_never_appear_in_the_message():
+    assert redact("https://alice:s3cret@mlflow.example.com/") == "https://***@mlflow.example.com/"
+    with pytest.raises(TrackingUnavailableError) as err:
+        check_reachable("http://alice:s3cret@127.0.0.1:9", timeout=1)
+    assert "s3cret" not in str(err.value)
