@@ -84,11 +84,13 @@ def transform_examples(tft_output: tft.TFTransformOutput, examples_path: Path) -
     return {k: v.numpy() for k, v in out.items()}
 
 
-def tiny_train_job(tmp_path: Path, tiny_taxi, **hparams) -> TrainJob:
-    """A training job over the tiny_taxi fixture's arrays (3/4 train, 1/4 eval) under ``tmp_path``."""
+def tiny_train_job(tmp_path: Path, tiny_taxi, repeat_train: int = 1, **hparams) -> TrainJob:
+    """A training job over the tiny_taxi fixture's arrays (3/4 train, 1/4 eval) under ``tmp_path``;
+    ``repeat_train`` tiles the train rows, for epochs long enough to interrupt."""
     arrays = tiny_taxi.arrays
     half = len(arrays) * 3 // 4
-    ArraySplit(arrays.dense[:half], arrays.categorical[:half], arrays.label[:half]).save(tmp_path / "data" / "train")
+    train = [np.concatenate([a[:half]] * repeat_train) for a in (arrays.dense, arrays.categorical, arrays.label)]
+    ArraySplit(*train).save(tmp_path / "data" / "train")
     ArraySplit(arrays.dense[half:], arrays.categorical[half:], arrays.label[half:]).save(tmp_path / "data" / "eval")
     hp = TrainerHParams(**{"epochs": 3, "batch_size": 64, "num_workers": 2, "use_gpu": False, **hparams})
     return TrainJob(

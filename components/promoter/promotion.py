@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def promote(candidate: Candidate, target: ServingTarget) -> int:
         old_champion = target.registry.alias_version(CHAMPION)
         version = serving_config.next_version(target.serving_dir)
         _write_journal(target, serving_version=version, step="push")
-        serving_config.push_version(candidate.saved_model_dir, target.serving_dir, version)
+        _push(candidate, target, version)
         artifacts = {"serving_model": candidate.saved_model_dir}
         if candidate.onnx_path is not None:
             artifacts["onnx"] = candidate.onnx_path
@@ -102,6 +103,25 @@ def promote(candidate: Candidate, target: ServingTarget) -> int:
         _journal(target).unlink()
     logger.info("Promoted serving version %s (registry version %s) to champion", version, registered.version)
     return version
+
+
+def _os_reason(err: OSError) -> str:
+    """'No space left on device', also from shutil.Error, which lists (src, dst, reason) per failed file."""
+    if err.strerror:
+        return err.strerror
+    found = re.search(r"\[Errno \d+\] ([^:'\"]+)", str(err))
+    return found.group(1).strip() if found else str(err)
+
+
+def _push(candidate: Candidate, target: ServingTarget, version: int) -> None:
+    try:
+        serving_config.push_version(candidate.saved_model_dir, target.serving_dir, version)
+    except OSError as err:
+        _journal(target).unlink(missing_ok=True)  # nothing to repair: the partial copy is already gone
+        raise PromotionError(
+            f"pushing serving version {version} to {target.serving_dir} failed ({_os_reason(err)}); nothing "
+            "was promoted and the partial copy was removed. Free space (or fix permissions) and rerun."
+        ) from err
 
 
 def _move_aliases(target: ServingTarget, new_version: str, old_champion) -> None:

@@ -59,6 +59,7 @@ def launch(job: TrainJob, job_path: Path, log_path: Path) -> None:
     ):
         for line in proc.stdout:
             log.write(line)
+            log.flush()  # so `tail -f train.log` shows progress as it happens
             tail.append(line.rstrip())
             logger.info("%s", line.rstrip())
         code = proc.wait()

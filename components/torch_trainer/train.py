@@ -99,6 +99,9 @@ class Trainer:
             "best_state": self.best_state,
             "bad_epochs": self.bad_epochs,
             "history": self.history,
+            # Every rank seeds alike and draws alike (equal shards), so rank 0's CPU generator state is the
+            # state of all: restoring it makes a resumed run continue exactly where the killed one left off.
+            "cpu_rng": torch.get_rng_state(),
         }
         save_atomic(state, self.checkpoint_path)
 
@@ -112,6 +115,7 @@ class Trainer:
         self.scaler.load_state_dict(state["scaler"])
         self.best_loss, self.best_state = state["best_loss"], state["best_state"]
         self.bad_epochs, self.history = state["bad_epochs"], state["history"]
+        torch.set_rng_state(state["cpu_rng"])
         self.start_epoch = state["epoch"] + 1
         if self.ctx.is_main:
             logger.info("Resumed from %s at epoch %s", self.checkpoint_path, self.start_epoch + 1)

@@ -1,0 +1,169 @@
+"""Faults and concurrency, with real processes, files and registries: two promotions at once, a disk that
+fills during the push, a DDP worker killed mid-epoch, a checkpoint write that dies half-way."""
+
+from __future__ import annotations
+
+import ast
+import errno
+import multiprocessing
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from components.promoter import promotion, serving_config
+from components.promoter.registry import CHAMPION, PREVIOUS, Registry
+from components.torch_trainer import job as job_files
+from components.torch_trainer.job import TrainResult
+from components.torch_trainer.launch import launch
+from components.torch_trainer.train import save_atomic
+from data.config import PROJECT_ROOT
+from tests import helpers
+from tests.test_promotion import _digest, _saved_model
+
+
+def _world(tmp_path: Path):
+    registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
+    experiment = registry.client.create_experiment("runs", artifact_location=str(tmp_path / "artifacts"))
+    return promotion.ServingTarget(tmp_path / "serving", "test", registry), experiment
+
+
+def _promote_in_process(db: str, serving: str, model: str, run_id: str, barrier) -> None:
+    target = promotion.ServingTarget(Path(serving), "test", Registry(db, "torchtfx-test"))
+    barrier.wait()  # both processes enter promote() together
+    promotion.promote(promotion.Candidate(Path(model), None, run_id, {"model": model}), target)
+
+
+def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
+    """Two real processes promote into the same serving directory and registry at the same moment."""
+    target, experiment = _world(tmp_path)
+    target.serving_dir.mkdir()
+    models = [_saved_model(tmp_path / f"model-{i}", float(i)) for i in range(2)]
+    runs = [target.registry.client.create_run(experiment).info.run_id for _ in models]
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    procs = [context.Process(target=_promote_in_process, args=(db, str(target.serving_dir), str(m), r, barrier))
+             for m, r in zip(models, runs, strict=True)]  # fmt: skip
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    assert serving_config.versions(target.serving_dir) == [1, 2]  # unique, increasing
+    champion, previous = target.registry.alias_version(CHAMPION), target.registry.alias_version(PREVIOUS)
+    assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
+    assert champion.version != previous.version
+    config = (target.serving_dir / serving_config.MODELS_CONFIG).read_text()
+    assert 'key: "stable" value: 2' in config and "versions: 1" in config and "versions: 2" in config
+    assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
+
+
+def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeypatch):
+    """The copy into the serving directory fails half-way with ENOSPC (simulated at the copy call)."""
+    target, experiment = _world(tmp_path)
+    first = promotion.Candidate(_saved_model(tmp_path / "m1", 1.0), None,
+                                target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
+    promotion.promote(first, target)
+    before = _digest(target.serving_dir)
+    real_copytree = shutil.copytree
+    copied = []
+
+    def copy_until_full(src, dst, *args, **kwargs):
+        copied.append(dst)
+        if len(copied) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device", dst)
+        return shutil.copy2(src, dst)
+
+    class FullDisk:  # serving_config's view of shutil: copytree fails on the second file
+        def __getattr__(self, name):
+            return getattr(shutil, name)
+
+        def copytree(self, src, dst):
+            return real_copytree(src, dst, copy_function=copy_until_full)
+
+    monkeypatch.setattr(serving_config, "shutil", FullDisk())
+    second = promotion.Candidate(_saved_model(tmp_path / "m2", 2.0), None,
+                                 target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
+    with pytest.raises(promotion.PromotionError) as err:
+        promotion.promote(second, target)
+    assert str(err.value) == (
+        f"pushing serving version 2 to {target.serving_dir} failed (No space left on device); nothing was promoted "
+        "and the partial copy was removed. Free space (or fix permissions) and rerun."
+    )
+    after = {k: v for k, v in _digest(target.serving_dir).items() if k != serving_config.VERSION_COUNTER}
+    assert after == {k: v for k, v in before.items() if k != serving_config.VERSION_COUNTER}
+    assert [p.name for p in target.serving_dir.iterdir() if p.name.startswith(serving_config.TMP_PREFIX)] == []
+    assert target.registry.serving_version(CHAMPION) == 1
+    monkeypatch.undo()
+    assert promotion.promote(second, target) == 3  # the failed number is never reused
+
+
+def test_fault_checkpoint_write_dying_half_way_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "checkpoint.pt"
+    save_atomic({"epoch": 1}, path)
+
+    def torn_save(obj, target):
+        Path(target).write_bytes(b"PK\x03\x04 half a zip")  # the process "dies" mid-write
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", torn_save)
+    with pytest.raises(KeyboardInterrupt):
+        save_atomic({"epoch": 2}, path)
+    assert torch.load(path, weights_only=True) == {"epoch": 1}  # never the torn bytes
+
+
+def _kill_a_worker_at_epoch(log: Path, epoch: int, job_path: Path, killed: list[int]) -> None:
+    """Wait for rank 0 to finish ``epoch``, then SIGKILL a worker process (not the torchrun agent)."""
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and f"epoch {epoch}/" in log.read_text()):
+        time.sleep(0.05)
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if "components.torch_trainer.train" in cmd and str(job_path) in cmd and "torch.distributed.run" not in cmd:
+            proc.kill()
+            killed.append(proc.pid)
+            return
+
+
+def test_fault_ddp_worker_sigkilled_mid_training_resumes_from_checkpoint(tmp_path, tiny_taxi):
+    """Real torchrun, 2 gloo workers; one is SIGKILLed after epoch 2. The elastic agent restarts both; they
+    resume from rank 0's last checkpoint and end where an uninterrupted run ends."""
+    # ~1-2 s per epoch (train rows tiled), so the kill lands mid-training, not after it.
+    hparams = {"epochs": 5, "max_restarts": 1, "early_stopping_patience": 10, "batch_size": 256, "repeat_train": 150}
+    clean = helpers.tiny_train_job(tmp_path / "clean", tiny_taxi, **hparams)
+    launch(clean, tmp_path / "clean" / "job.json", tmp_path / "clean" / "train.log")
+    faulty = helpers.tiny_train_job(tmp_path / "faulty", tiny_taxi, **hparams)
+    log, job_path, killed = tmp_path / "faulty" / "train.log", tmp_path / "faulty" / "job.json", []
+    killer = threading.Thread(target=_kill_a_worker_at_epoch, args=(log, 2, job_path, killed))
+    killer.start()
+    launch(faulty, job_path, log)
+    killer.join()
+    assert killed, "no worker was killed"
+    text = log.read_text()
+    resumed = re.findall(r"Resumed from .* at epoch (\d+)", text)
+    assert resumed and int(resumed[0]) >= 3  # not from scratch
+    assert text.count("epoch 1/5") == 1  # epoch 1 was never trained twice
+    expected = TrainResult.load(Path(clean.run_dir) / job_files.RESULT_FILE).eval_auc
+    got = TrainResult.load(Path(faulty.run_dir) / job_files.RESULT_FILE).eval_auc
+    assert abs(got - expected) <= 0.005, (got, expected)
+
+
+def test_security_torch_load_is_weights_only_everywhere():
+    """Every torch.load in the project passes weights_only=True (no pickle code execution)."""
+    offenders = []
+    for path in [*PROJECT_ROOT.glob("components/**/*.py"), *PROJECT_ROOT.glob("pipeline/**/*.py"),
+                 *PROJECT_ROOT.glob("data/**/*.py"), *PROJECT_ROOT.glob("tests/**/*.py")]:  # fmt: skip
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "load":
+                if getattr(node.func.value, "id", "") == "torch":
+                    safe = any(
+                        k.arg == "weights_only" and getattr(k.value, "value", None) is True for k in node.keywords
+                    )
+                    offenders += [] if safe else [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}"]
+    assert offenders == []
