@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +157,40 @@ def _check_consistency(cfg: DatasetConfig, path: Path) -> None:
         raise DatasetConfigError(f"{path}: schema file {cfg.schema_path} does not exist")
 
 
+_SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+def _safe_name(value: object, path: Path) -> str:
+    """The dataset name becomes folder and pipeline names (serving/<name>, torchtfx-<name>)."""
+    name = str(value)
+    if not _SAFE_NAME.match(name):
+        raise DatasetConfigError(
+            f"{path}: name {name!r} must be lowercase letters, digits, '-' or '_' (it names folders)"
+        )
+    return name
+
+
+def _inside(base: Path, relative: Path, key: str, path: Path) -> Path:
+    """``base / relative``, normalized; a relative path may not climb out of ``base`` with '..'."""
+    if relative.is_absolute() and key != "schema":
+        raise DatasetConfigError(f"{path}: '{key}' must be relative, got {str(relative)!r}")
+    resolved = Path(os.path.normpath(base / relative))
+    if resolved != base and base not in resolved.parents:
+        raise DatasetConfigError(
+            f"{path}: '{key}' {str(relative)!r} points outside {base}; relative paths stay inside it"
+        )
+    return resolved
+
+
+def _package_relative(value: object, path: Path) -> str | None:
+    """A file inside the source package: relative, and no '..' out of it."""
+    if not value:
+        return None
+    relative = Path(str(value))
+    _inside(Path("/package"), relative, "source.path", path)
+    return relative.as_posix()
+
+
 def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
     """Load ``data/datasets/<name>.yaml`` or an explicit YAML path and validate it."""
     path = Path(name_or_path)
@@ -169,10 +205,12 @@ def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
     features = raw.get("features") or {}
     vocab = raw.get("vocabulary") or {}
     source = raw.get("source") or {}
-    schema = Path(raw.get("schema", f"schema/{raw['name']}/schema.pbtxt"))
+    name = _safe_name(raw["name"], path)
+    schema = Path(raw.get("schema", f"schema/{name}/schema.pbtxt"))
+    source_path = _package_relative(source.get("path"), path)
     cfg = DatasetConfig(
-        name=str(raw["name"]),
-        schema_path=schema if schema.is_absolute() else (PROJECT_ROOT / schema).resolve(),
+        name=name,
+        schema_path=schema if schema.is_absolute() else _inside(PROJECT_ROOT, schema, "schema", path),
         dense=_as_names(features.get("dense"), "features.dense", path),
         categorical=_as_names(features.get("categorical"), "features.categorical", path),
         bucketized=dict(features.get("bucketized") or {}),
@@ -183,7 +221,7 @@ def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
         vocab_num_oov_buckets=int(vocab.get("num_oov_buckets", 10)),
         defaults=dict(raw.get("defaults") or {}),
         source_package=source.get("package"),
-        source_path=source.get("path"),
+        source_path=source_path,
         gates=dict(raw.get("gates") or {}),
     )
     _check_consistency(cfg, path)

@@ -73,9 +73,24 @@ def create_pipeline(
         # Pre/post-transform statistics double Transform's Beam work and nothing here reads them.
         disable_statistics=True,
     )
+    # The baseline is the model in production (registry alias `champion`), not TFX's latest-blessed
+    # Resolver, which the open-source KFP v2 backend cannot run; with it come the statistics of the data it
+    # was trained on, the DataGate's drift baseline.
+    champion = ChampionModel(
+        serving_dir=serving_model_dir,
+        registered_model_name=registered_model_name,
+        mlflow_tracking_uri=mlflow_tracking_uri,
+        mlflow_unreachable=mlflow_unreachable,
+    )
     components = [example_gen, statistics_gen, schema_gen, example_validator]
     if enable_data_gate:
-        data_gate = DataGate(anomalies=example_validator.outputs["anomalies"], schema_hint=str(dataset.schema_path))
+        data_gate = DataGate(
+            anomalies=example_validator.outputs["anomalies"],
+            schema_hint=str(dataset.schema_path),
+            statistics=statistics_gen.outputs["statistics"],
+            schema=schema_gen.outputs["schema"],
+            baseline_statistics=champion.outputs["champion_statistics"],
+        )
         transform.add_upstream_node(data_gate)
         components.append(data_gate)
     trainer = TorchTrainer(
@@ -90,14 +105,6 @@ def create_pipeline(
         pytorchjob_json=pytorchjob_json,
         mlflow_unreachable=mlflow_unreachable,
     )
-    # The baseline is the model in production (registry alias `champion`), not TFX's latest-blessed
-    # Resolver, which the open-source KFP v2 backend cannot run.
-    champion = ChampionModel(
-        serving_dir=serving_model_dir,
-        registered_model_name=registered_model_name,
-        mlflow_tracking_uri=mlflow_tracking_uri,
-        mlflow_unreachable=mlflow_unreachable,
-    )
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
@@ -109,6 +116,7 @@ def create_pipeline(
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         examples=example_gen.outputs["examples"],
+        statistics=statistics_gen.outputs["statistics"],
         serving_dir=serving_model_dir,
         serving_model_name=serving_model_name,
         registered_model_name=registered_model_name,

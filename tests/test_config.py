@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -61,4 +62,22 @@ def test_unknown_dataset_lists_known_ones():
 def test_missing_schema_file_is_named(tmp_path):
     text = BASE.format(schema=tmp_path / "missing.pbtxt")
     with pytest.raises(DatasetConfigError, match=r"missing\.pbtxt does not exist"):
+        load_dataset_config(_write(tmp_path, text))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: ../../escape\n", "name '../../escape' must be lowercase letters"),
+        ("name: bad\nschema: ../../etc/passwd\n", "'schema' '../../etc/passwd' points outside"),
+        (
+            "name: bad\nsource: {package: tfx, path: ../../etc/passwd}\n",
+            "'source.path' '../../etc/passwd' points outside",
+        ),
+        ("name: bad\nsource: {package: tfx, path: /etc/passwd}\n", "'source.path' must be relative"),
+    ],
+)
+def test_security_config_paths_cannot_escape_their_root(tmp_path, text, message):
+    """Relative paths in a dataset config are normalized and stay inside the project (or the package)."""
+    with pytest.raises(DatasetConfigError, match=re.escape(message)):
         load_dataset_config(_write(tmp_path, text))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -26,9 +28,13 @@ ALL_NODES = {
 REJECTED = 3  # torchtfx run's exit code for a candidate a gate rejected
 
 
-def torchtfx(*args: str, command: str = "run") -> subprocess.CompletedProcess:
+def torchtfx(*args: str, command: str = "run", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", command, *args], capture_output=True, text=True, timeout=1200
+        [sys.executable, "-m", "pipeline.cli", command, *args],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -64,12 +70,23 @@ def taxi_rows(taxi_csv):
     return helpers.csv_rows(taxi_csv, SAMPLE_ROWS)
 
 
+# Credentials in the environment (the sqlite store ignores them): they must never reach logs or MLMD.
+SECRET_ENV = {"MLFLOW_TRACKING_USERNAME": "e2e-user", "MLFLOW_TRACKING_PASSWORD": "pw-3f9c2a7e-never-log-me"}
+
+
 @pytest.fixture(scope="module")
 def taxi_run(tmp_path_factory, taxi_rows):
+    """The first run, on data with categorical values the schema has never seen (case 10 of the catalogue:
+    they must not stop the run): new companies, and a new payment type in < 1% of the rows."""
     root = tmp_path_factory.mktemp("taxi_e2e")
-    data = write_sample(taxi_rows, root / "data", list(taxi_rows[0]))
+    rows = [dict(r) for r in taxi_rows]
+    for row in rows[::40]:
+        row["company"] = "Brand New Cab Co"
+    for row in rows[::250]:
+        row["payment_type"] = "Crypto"  # 0.4%: the schema tolerates < 1% unknown payment types
+    data = write_sample(rows, root / "data", list(taxi_rows[0]))
     proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), "--epochs", "6")  # fmt: skip
+                    "--serving-dir", str(root / "serving"), "--epochs", "6", env=SECRET_ENV)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     return root, proc
 
@@ -118,6 +135,107 @@ def test_pushed_model_serves_raw_examples_in_a_tensorflow_only_process(taxi_run,
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "served 32" in proc.stdout
+
+
+def _serve(version: Path, script: str) -> subprocess.CompletedProcess:
+    """Run ``script`` against the pushed model in a fresh process that imports TensorFlow only."""
+    prelude = f"import tensorflow as tf\nmodel = tf.saved_model.load({str(version)!r})\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+
+
+def test_bad_input_10_unseen_categorical_values_go_to_the_oov_bucket(taxi_run, taxi_rows, taxi_cfg):
+    """New categories in the data did not stop the run (fixture); a value never seen in training is mapped by
+    the pushed model's own transform into one of the OOV buckets, after the vocabulary's ids."""
+    root, _ = taxi_run
+    version = root / "serving" / "1"
+    vocabulary = (version / "assets" / "company").read_text().splitlines()
+    assert "Brand New Cab Co" in vocabulary  # seen in training: an ordinary id
+    row = {**taxi_rows[0], "company": "Never Seen Cab Co"}  # transform_features (TFMA's view) wants the label
+    example = helpers.row_to_example(row, helpers.read_schema(taxi_cfg.schema_path)).SerializeToString()
+    proc = _serve(
+        version,
+        f"""
+        out = model.signatures["transform_features"](examples=tf.constant([{example!r}]))
+        print("company_xf", int(out["company_xf"].numpy().reshape(-1)[0]))
+    """,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    company_id = int(proc.stdout.split("company_xf")[1].split()[0])
+    assert len(vocabulary) <= company_id < len(vocabulary) + taxi_cfg.vocab_num_oov_buckets
+
+
+def test_bad_input_13_serving_requests_with_missing_features_or_wrong_dtypes_get_clear_errors(taxi_run):
+    """Real tf.Examples through the pushed signature: a required feature missing, and a string where the
+    schema says float, are refused by the signature with the feature's name; an optional feature may be absent."""
+    root, _ = taxi_run
+    proc = _serve(
+        root / "serving" / "1",
+        """
+        def example(features):
+            feature = {}
+            for key, value in features.items():
+                if isinstance(value, float):
+                    feature[key] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+                elif isinstance(value, int):
+                    feature[key] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+                else:
+                    feature[key] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode()]))
+            return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+        good = {"fare": 12.5, "trip_miles": 3.1, "trip_seconds": 600, "payment_type": "Cash",
+                 "trip_start_hour": 9, "trip_start_day": 3, "trip_start_month": 5, "trip_start_timestamp": 1400000000}
+        serve = model.signatures["serving_default"]
+        print("optional-missing", float(serve(examples=tf.constant([example(good)]))["probabilities"].numpy()[0]))
+        for name, features in (("missing", {k: v for k, v in good.items() if k != "fare"}),
+                               ("dtype", {**good, "fare": "twelve"})):
+            try:
+                serve(examples=tf.constant([example(features)]))
+                print(name, "ACCEPTED")
+            except tf.errors.InvalidArgumentError as err:
+                print(name, "REFUSED", err.message.splitlines()[0])
+    """,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ")[0] in
+                 ("optional-missing", "missing", "dtype"))  # fmt: skip
+    assert 0.0 <= float(lines["optional-missing"]) <= 1.0  # absent optional features take the schema defaults
+    assert lines["missing"].startswith("REFUSED") and "fare" in lines["missing"], lines
+    assert lines["dtype"].startswith("REFUSED") and "fare" in lines["dtype"], lines
+
+
+def test_security_credentials_never_reach_logs_or_execution_properties(taxi_run):
+    root, proc = taxi_run
+    secret = SECRET_ENV["MLFLOW_TRACKING_PASSWORD"]
+    assert secret not in proc.stdout + proc.stderr
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata as tfx_metadata
+
+    store = metadata_store.MetadataStore(
+        tfx_metadata.sqlite_metadata_connection_config(str(root / "pipeline" / "metadata.sqlite"))
+    )
+    properties = " ".join(str(e.custom_properties) + str(e.properties) for e in store.get_executions())
+    assert secret not in properties and helpers.find_credentials(properties) == []
+    logs = " ".join(p.read_text(errors="ignore") for p in (root / "pipeline").rglob("*.log"))
+    assert secret not in logs
+
+
+def test_fault_mlflow_unreachable_fails_before_training_by_default(taxi_run, tmp_path):
+    """A tracking server address with nothing listening (a bound, never-listening port): the default policy
+    stops the run before any component, with the fix in the message; production is untouched."""
+    root, _ = taxi_run
+    before, aliases = tree_digest(root / "serving"), _aliases(root)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(tmp_path / "pipeline"),
+                        "--serving-dir", str(root / "serving"), env={"MLFLOW_TRACKING_URI": uri})  # fmt: skip
+    assert proc.returncode == 1
+    assert f"Error: the MLflow tracking server at {uri} is unreachable (ConnectionError: connection refused). " in (
+        proc.stderr
+    ), proc.stderr[-2000:]
+    assert "--mlflow-unreachable continue" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "pipeline" / "metadata.sqlite").exists()  # nothing started
+    assert tree_digest(root / "serving") == before and _aliases(root) == aliases
 
 
 def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
@@ -173,33 +291,85 @@ def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run):
     assert tree_digest(root / "serving") == state and registry(root).serving_version("champion") == 1
 
 
-@pytest.mark.parametrize(
-    "corruption, expected",
-    [
-        ("missing_column", ["column 'fare': Column dropped"]),
-        ("text_in_numeric", ["column 'trip_miles'", 'String values that were not floats were found, such as "about']),
-    ],
-)
-def test_corrupt_input_stops_before_training_and_leaves_serving_untouched(
-    taxi_run, taxi_rows, tmp_path, corruption, expected
-):
+def _set(column: str, value: str, every: int = 1):
+    def mutate(rows: list[dict], fields: list[str]) -> tuple[list[dict], list[str]]:
+        for row in rows[::every]:
+            row[column] = value
+        return rows, fields
+
+    return mutate
+
+
+def _drop(column: str):
+    return lambda rows, fields: (rows, [f for f in fields if f != column])
+
+
+def _add(column: str, value: str):
+    return lambda rows, fields: ([{**r, column: value} for r in rows], [*fields, column])
+
+
+# The bad-input catalogue (issue #5): the data, where the run must stop, and what the user must read.
+BAD_INPUT = {
+    "02_required_column_missing": (_drop("fare"), ["column 'fare': Column dropped"]),
+    "03_unexpected_extra_column": (_add("surge", "1.5"), ["column 'surge': New column"]),
+    "04_text_in_numeric_column": (
+        _set("trip_miles", "about three miles", 50),
+        ["column 'trip_miles'", 'String values that were not floats were found, such as "about'],
+    ),
+    "06_required_column_all_null": (_set("fare", ""), ["column 'fare'", "not present in any examples"]),
+    "06_optional_column_all_null": (_set("company", ""), ["column 'company'", "not present in any examples"]),
+    "07_label_column_missing": (_drop("tips"), ["column 'tips': Column dropped"]),
+    "07_label_invalid_values": (_set("tips", "-3.5", 40), ["column 'tips': Out-of-range values", "-3.5<0"]),
+    "08_nan_in_numeric_feature": (_set("trip_miles", "nan", 40), ["column 'trip_miles'", "has NaN values"]),
+    "08_inf_in_numeric_feature": (_set("trip_miles", "inf", 40), ["column 'trip_miles'", "has Inf values"]),
+    "11_drift_from_the_champion_training_data": (
+        _set("payment_type", "Cash"),
+        ["column 'payment_type': drift from the champion's training data: The Linfty distance"],
+    ),
+    "09_value_outside_schema_range": (
+        _set("trip_start_hour", "31", 40),
+        ["column 'trip_start_hour': Out-of-range values", "Unexpectedly large value: 31"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_stops_before_training_and_production_is_byte_identical(taxi_run, taxi_rows, tmp_path, case):
+    """Bad-input catalogue: the run stops at the data gate with a message naming the column and the problem;
+    serving dir, models.config and the registry aliases are byte-identical (same pipeline root and registry)."""
     root, _ = taxi_run
-    serving = root / "serving"
-    before = tree_digest(serving)
-    fields = list(taxi_rows[0])
-    rows = [dict(r) for r in taxi_rows[:1500]]
-    if corruption == "missing_column":
-        fields.remove("fare")
-    else:
-        for row in rows[::50]:
-            row["trip_miles"] = "about three miles"
+    mutate, expected = BAD_INPUT[case]
+    before, aliases = tree_digest(root / "serving"), _aliases(root)
+    rows, fields = mutate([dict(r) for r in taxi_rows[:1500]], list(taxi_rows[0]))
     data = write_sample(rows, tmp_path / "data", fields)
-    proc = torchtfx(
-        "--data-dir", str(data), "--pipeline-root", str(tmp_path / "pipeline"), "--serving-dir", str(serving)
-    )
-    assert proc.returncode != 0
+    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
+                    "--serving-dir", str(root / "serving"))  # fmt: skip
+    assert proc.returncode == 1
     assert "data validation failed" in proc.stderr, proc.stderr[-3000:]
     assert all(text in proc.stderr for text in expected), proc.stderr[-3000:]
-    ran = {s.node for s in metadata(tmp_path / "pipeline").stages}
+    assert "Traceback" not in proc.stderr
+    ran = {s.node for s in metadata(root / "pipeline").stages}
     assert not ran & {"Transform", "TorchTrainer", "Evaluator", "Promoter"}, ran
-    assert tree_digest(serving) == before
+    assert tree_digest(root / "serving") == before and _aliases(root) == aliases
+
+
+def test_bad_input_01_malformed_csv_line_stops_in_example_gen(taxi_run, taxi_rows, tmp_path):
+    root, _ = taxi_run
+    before, aliases = tree_digest(root / "serving"), _aliases(root)
+    data = write_sample(taxi_rows[:300], tmp_path / "data", list(taxi_rows[0]))
+    lines = (data / "data.csv").read_text().splitlines()
+    lines[120] += ",oops"  # one field too many on line 121
+    (data / "data.csv").write_text("\n".join(lines) + "\n")
+    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
+                    "--serving-dir", str(root / "serving"))  # fmt: skip
+    assert proc.returncode == 1
+    assert f"Error: {data / 'data.csv'}, line 121: 19 fields where the header has 18" in proc.stderr, proc.stderr[
+        -3000:
+    ]
+    assert "Traceback" not in proc.stderr
+    assert tree_digest(root / "serving") == before and _aliases(root) == aliases
+
+
+def _aliases(root: Path) -> dict[str, str | None]:
+    reg = registry(root)
+    return {a: getattr(reg.alias_version(a), "version", None) for a in ("champion", "previous", "challenger")}

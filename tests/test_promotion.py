@@ -159,3 +159,16 @@ def test_champion_resolution_from_registry_then_serving_dir(world, tmp_path):
     (target.serving_dir / "1" / "saved_model.pb").unlink()
     with pytest.raises(ChampionError, match=r"has no saved_model\.pb"):
         resolve_champion(target.serving_dir, target.registry)
+
+
+def test_bad_input_14_corrupt_champion_stops_with_a_clear_error(world):
+    """An unreadable champion (garbage bytes where saved_model.pb was) is refused before any evaluation."""
+    target, candidate = world
+    promotion.promote(candidate(1.0), target)
+    (target.serving_dir / "1" / "saved_model.pb").write_bytes(b"\x00\xffnot a protocol buffer\x13")
+    with pytest.raises(ChampionError) as err:
+        resolve_champion(target.serving_dir, target.registry)
+    message = str(err.value)
+    assert message.startswith(f"the champion (serving version 1, from the registry) at {target.serving_dir / '1'} "
+                              "is unreadable (saved_model.pb is not a SavedModel")  # fmt: skip
+    assert "nothing was evaluated or promoted" in message and "torchtfx promote --version N" in message

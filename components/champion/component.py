@@ -15,13 +15,17 @@ from components.champion.constants import (
     MLFLOW_TRACKING_URI_KEY,
     REGISTERED_MODEL_KEY,
     SERVING_DIR_KEY,
+    STATISTICS_KEY,
 )
 from components.run_identity import RUN_TOKEN_KEY, run_token_parameter
 
 
 class ChampionModelSpec(types.ComponentSpec):
     INPUTS = {}
-    OUTPUTS = {CHAMPION_KEY: ChannelParameter(type=standard_artifacts.Model)}
+    OUTPUTS = {
+        CHAMPION_KEY: ChannelParameter(type=standard_artifacts.Model),
+        STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics),
+    }
     PARAMETERS = {
         SERVING_DIR_KEY: ExecutionParameter(type=str),
         REGISTERED_MODEL_KEY: ExecutionParameter(type=str),
@@ -40,6 +44,7 @@ class ChampionModel(base_component.BaseComponent):
     ) -> None:
         spec = ChampionModelSpec(
             champion=types.Channel(type=standard_artifacts.Model),
+            champion_statistics=types.Channel(type=standard_artifacts.ExampleStatistics),
             serving_dir=serving_dir,
             registered_model_name=registered_model_name,
             mlflow_tracking_uri=mlflow_tracking_uri,

@@ -1,6 +1,7 @@
 """Artifact, parameter and property keys of the ChampionModel component."""
 
 CHAMPION_KEY = "champion"
+STATISTICS_KEY = "champion_statistics"  # statistics of the champion's training data (drift baseline)
 SERVING_DIR_KEY = "serving_dir"
 REGISTERED_MODEL_KEY = "registered_model_name"
 MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"

@@ -9,9 +9,10 @@ from typing import Any
 
 from tfx import types
 from tfx.dsl.components.base import base_executor
+from tfx.dsl.io import fileio
 from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact_utils
-from tfx.utils import path_utils
+from tfx.utils import io_utils, path_utils
 
 from components.absent import ABSENT_PROPERTY
 from components.champion.constants import (
@@ -23,12 +24,38 @@ from components.champion.constants import (
     SERVING_DIR_KEY,
     SERVING_VERSION_PROPERTY,
     SOURCE_PROPERTY,
+    STATISTICS_KEY,
 )
-from components.champion.resolve import resolve_champion
+from components.champion.resolve import Champion, resolve_champion
+from components.promoter.constants import TRAIN_STATISTICS_TAG
 from components.promoter.registry import Registry
 from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 
 logger = logging.getLogger(__name__)
+
+
+def _publish(output: execution_result_pb2.ExecutorOutput, key: str, artifact: types.Artifact, present: bool) -> None:
+    """Publish ``artifact``, or nothing: local TFX then drops the channel; Kubeflow always publishes one,
+    so an absent artifact is marked for pipeline.kfp_entrypoint to drop downstream."""
+    if present:
+        output.output_artifacts[key].artifacts.append(artifact.mlmd_artifact)
+    else:
+        artifact.set_int_custom_property(ABSENT_PROPERTY, 1)
+        output.output_artifacts[key].SetInParent()
+
+
+def _copy_statistics(champion: Champion | None, registry: Registry | None, statistics: types.Artifact) -> bool:
+    """Copy the champion's training-data statistics (the drift baseline) into ``statistics``, if recorded."""
+    if champion is None or champion.registry_version is None or registry is None:
+        return False
+    source = registry.get_version(champion.registry_version).tags.get(TRAIN_STATISTICS_TAG)
+    if not source or not fileio.isdir(source):
+        logger.warning("The champion has no training statistics on record (%s): no drift check this run", source)
+        return False
+    io_utils.copy_dir(source, statistics.uri)
+    splits = sorted(name[len("Split-") :] for name in fileio.listdir(source) if name.startswith("Split-"))
+    statistics.split_names = artifact_utils.encode_split_names([s.rstrip("/") for s in splits])
+    return True
 
 
 class Executor(base_executor.BaseExecutor):
@@ -39,6 +66,7 @@ class Executor(base_executor.BaseExecutor):
         exec_properties: dict[str, Any],
     ) -> execution_result_pb2.ExecutorOutput:
         artifact = artifact_utils.get_single_instance(output_dict[CHAMPION_KEY])
+        statistics = artifact_utils.get_single_instance(output_dict[STATISTICS_KEY])
         tracking_uri = tracking_uri_or_none(
             resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]),
             exec_properties.get(MLFLOW_POLICY_KEY) or FAIL_IF_UNREACHABLE,
@@ -48,11 +76,10 @@ class Executor(base_executor.BaseExecutor):
         registry = Registry(tracking_uri, exec_properties[REGISTERED_MODEL_KEY]) if tracking_uri else None
         champion = resolve_champion(Path(exec_properties[SERVING_DIR_KEY]), registry)
         output = execution_result_pb2.ExecutorOutput()
+        _publish(output, STATISTICS_KEY, statistics, _copy_statistics(champion, registry, statistics))
         if champion is None:
             logger.info("No champion yet: the candidate is judged by value thresholds alone")
-            # Local TFX publishes no artifact; Kubeflow always publishes one, so mark it as absent.
-            artifact.set_int_custom_property(ABSENT_PROPERTY, 1)
-            output.output_artifacts[CHAMPION_KEY].SetInParent()  # publish no artifact
+            _publish(output, CHAMPION_KEY, artifact, False)
             return output
         # A copy, so the baseline the Evaluator saw stays on record even after later promotions.
         shutil.copytree(champion.saved_model_dir, path_utils.serving_model_dir(artifact.uri))
@@ -61,5 +88,5 @@ class Executor(base_executor.BaseExecutor):
         if champion.registry_version is not None:
             artifact.set_string_custom_property(REGISTRY_VERSION_PROPERTY, str(champion.registry_version))
         logger.info("Champion: serving version %s (from the %s)", champion.serving_version, champion.source)
-        output.output_artifacts[CHAMPION_KEY].artifacts.append(artifact.mlmd_artifact)
+        _publish(output, CHAMPION_KEY, artifact, True)
         return output

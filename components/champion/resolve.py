@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 from components.promoter import serving_config
@@ -23,12 +24,40 @@ class Champion:
 
 def _checked(serving_dir: Path, version: int, registry_version: str | None, source: str) -> Champion:
     path = serving_dir / str(version)
+    fix = "restore it or run `torchtfx promote --version N --reason ...` to name another champion"
     if not (path / "saved_model.pb").is_file():
         raise ChampionError(
-            f"the champion (serving version {version}, from the {source}) has no saved_model.pb at {path}; "
-            "restore it or run `torchtfx promote --version N --reason ...` to name another champion"
+            f"the champion (serving version {version}, from the {source}) has no saved_model.pb at {path}; {fix}"
+        )
+    problem = _unreadable(path)
+    if problem:
+        raise ChampionError(
+            f"the champion (serving version {version}, from the {source}) at {path} is unreadable ({problem}); "
+            f"nothing was evaluated or promoted. {fix}"
         )
     return Champion(path, version, registry_version, source)
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why the SavedModel cannot serve as a baseline (corrupt proto, no serving signature), else None."""
+    from google.protobuf.message import DecodeError
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    try:
+        with warnings.catch_warnings():  # some protobuf backends only warn on garbage
+            warnings.simplefilter("ignore", RuntimeWarning)
+            saved_model.ParseFromString((path / "saved_model.pb").read_bytes())
+    except DecodeError as err:
+        return f"saved_model.pb is not a SavedModel: {err}"
+    if not saved_model.meta_graphs:
+        return "saved_model.pb is not a SavedModel (corrupt or truncated)"
+    signatures = {k for graph in saved_model.meta_graphs for k in graph.signature_def}
+    if "serving_default" not in signatures:
+        return f"no serving_default signature (found {sorted(signatures) or 'none'})"
+    if not (path / "variables").is_dir():
+        return "the variables/ folder is missing"
+    return None
 
 
 def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion | None:

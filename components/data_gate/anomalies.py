@@ -36,12 +36,13 @@ def describe(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
     return lines
 
 
-def check(splits: dict[str, anomalies_pb2.Anomalies], schema_hint: str) -> None:
-    """Raise :class:`DataValidationError` listing every anomaly of every split, if any."""
-    lines = [line for split, found in sorted(splits.items()) for line in describe(split, found)]
+def check(splits: dict[str, anomalies_pb2.Anomalies], schema_hint: str, drift: list[str] | None = None) -> None:
+    """Raise :class:`DataValidationError` listing every anomaly of every split and every drift, if any."""
+    lines = [line for split, found in sorted(splits.items()) for line in describe(split, found)] + (drift or [])
     if lines:
+        against = "the schema" + (" and the champion's training data" if drift else "")
         raise DataValidationError(
-            f"data validation failed: {len(lines)} anomal{'y' if len(lines) == 1 else 'ies'} against the schema; "
+            f"data validation failed: {len(lines)} anomal{'y' if len(lines) == 1 else 'ies'} against {against}; "
             "training was not started and nothing was pushed.\n  - "
             + "\n  - ".join(lines)
             + f"\nFix the input data, or, if the change is intended, update the curated schema ({schema_hint})."

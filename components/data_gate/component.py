@@ -12,11 +12,22 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from components.data_gate import executor
-from components.data_gate.constants import ANOMALIES_KEY, SCHEMA_HINT_KEY
+from components.data_gate.constants import (
+    ANOMALIES_KEY,
+    BASELINE_STATISTICS_KEY,
+    SCHEMA_HINT_KEY,
+    SCHEMA_KEY,
+    STATISTICS_KEY,
+)
 
 
 class DataGateSpec(types.ComponentSpec):
-    INPUTS = {ANOMALIES_KEY: ChannelParameter(type=standard_artifacts.ExampleAnomalies)}
+    INPUTS = {
+        ANOMALIES_KEY: ChannelParameter(type=standard_artifacts.ExampleAnomalies),
+        STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+        SCHEMA_KEY: ChannelParameter(type=standard_artifacts.Schema, optional=True),
+        BASELINE_STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    }
     OUTPUTS = {}
     PARAMETERS = {SCHEMA_HINT_KEY: ExecutionParameter(type=str)}
 
@@ -25,6 +36,22 @@ class DataGate(base_component.BaseComponent):
     SPEC_CLASS = DataGateSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
-    def __init__(self, anomalies: types.BaseChannel, schema_hint: str) -> None:
-        """``schema_hint`` names the curated schema file the error message points the user to."""
-        super().__init__(spec=DataGateSpec(anomalies=anomalies, schema_hint=schema_hint))
+    def __init__(
+        self,
+        anomalies: types.BaseChannel,
+        schema_hint: str,
+        statistics: types.BaseChannel | None = None,
+        schema: types.BaseChannel | None = None,
+        baseline_statistics: types.BaseChannel | None = None,
+    ) -> None:
+        """``schema_hint`` names the curated schema file the error message points the user to. With
+        ``statistics``, ``schema`` and ``baseline_statistics`` (the champion's training data), drift beyond
+        the schema's ``drift_comparator`` thresholds stops the run too."""
+        spec = DataGateSpec(
+            anomalies=anomalies,
+            schema_hint=schema_hint,
+            statistics=statistics,
+            schema=schema,
+            baseline_statistics=baseline_statistics,
+        )
+        super().__init__(spec=spec)

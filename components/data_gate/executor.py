@@ -2,14 +2,33 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from tfx import types
 from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
+from tfx.utils import io_utils
 
-from components.data_gate import anomalies
-from components.data_gate.constants import ANOMALIES_KEY, SCHEMA_HINT_KEY
+from components.data_gate import anomalies, drift
+from components.data_gate.constants import (
+    ANOMALIES_KEY,
+    BASELINE_STATISTICS_KEY,
+    SCHEMA_HINT_KEY,
+    SCHEMA_KEY,
+    STATISTICS_KEY,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _drift(input_dict: dict[str, list[types.Artifact]]) -> list[str]:
+    current, schema, baseline = (input_dict.get(k) or [] for k in (STATISTICS_KEY, SCHEMA_KEY, BASELINE_STATISTICS_KEY))
+    if not (current and schema and baseline):
+        logger.info("No drift check: no champion training statistics to compare with (first run?)")
+        return []
+    schema_proto = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema[0].uri))
+    return drift.drift_lines(current[0].uri, baseline[0].uri, schema_proto)
 
 
 class Executor(base_executor.BaseExecutor):
@@ -25,4 +44,4 @@ class Executor(base_executor.BaseExecutor):
             split: anomalies.read_anomalies(artifact_utils.get_split_uri([artifact], split))
             for split in artifact_utils.decode_split_names(artifact.split_names)
         }
-        anomalies.check(splits, exec_properties[SCHEMA_HINT_KEY])
+        anomalies.check(splits, exec_properties[SCHEMA_HINT_KEY], _drift(input_dict))

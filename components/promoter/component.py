@@ -23,6 +23,7 @@ from components.promoter.constants import (
     REGISTERED_MODEL_KEY,
     SERVING_DIR_KEY,
     SERVING_MODEL_NAME_KEY,
+    STATISTICS_KEY,
 )
 from components.promoter.serving_config import BatchingParams
 from components.run_identity import RUN_TOKEN_KEY, run_token_parameter
@@ -34,6 +35,7 @@ class PromoterSpec(types.ComponentSpec):
         BLESSING_KEY: ChannelParameter(type=standard_artifacts.ModelBlessing),
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation),
         EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
+        STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
     }
     OUTPUTS = {PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel)}
     PARAMETERS = {
@@ -58,6 +60,7 @@ class Promoter(base_component.BaseComponent):
         model_blessing: types.BaseChannel,
         evaluation: types.BaseChannel,
         examples: types.BaseChannel,
+        statistics: types.BaseChannel | None,
         serving_dir: str,
         serving_model_name: str,
         registered_model_name: str,
@@ -70,6 +73,7 @@ class Promoter(base_component.BaseComponent):
             model_blessing=model_blessing,
             evaluation=evaluation,
             examples=examples,
+            statistics=statistics,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
             serving_dir=serving_dir,
             serving_model_name=serving_model_name,

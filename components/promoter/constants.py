@@ -4,6 +4,7 @@ MODEL_KEY = "model"
 BLESSING_KEY = "model_blessing"
 EVALUATION_KEY = "evaluation"
 EXAMPLES_KEY = "examples"
+STATISTICS_KEY = "statistics"  # the training data's statistics: the next runs' drift baseline
 PUSHED_MODEL_KEY = "pushed_model"
 
 SERVING_DIR_KEY = "serving_dir"
@@ -14,6 +15,8 @@ CODE_VERSION_KEY = "code_version"
 BATCHING_KEY = "batching_parameters"
 
 # Same property names as TFX's Pusher, so tools that read PushedModel artifacts keep working.
+# Registry tag: where the statistics of a version's training data live (ChampionModel reads it back).
+TRAIN_STATISTICS_TAG = "train_statistics_uri"
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
 PUSHED_VERSION_PROPERTY = "pushed_version"

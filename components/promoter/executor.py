@@ -29,6 +29,8 @@ from components.promoter.constants import (
     REJECTION_PROPERTY,
     SERVING_DIR_KEY,
     SERVING_MODEL_NAME_KEY,
+    STATISTICS_KEY,
+    TRAIN_STATISTICS_TAG,
 )
 from components.promoter.registry import Registry
 from components.promoter.serving_config import BatchingParams
@@ -45,7 +47,9 @@ def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:
     return artifact.get_custom_property(name) if artifact.has_custom_property(name) else default
 
 
-def _tags(model, examples, evaluation_uri: str, exec_properties: dict, run_id: str, execution_id: str) -> dict:
+def _tags(
+    model, examples, statistics, evaluation_uri: str, exec_properties: dict, run_id: str, execution_id: str
+) -> dict:
     overall = {}
     for (slice_, metric, _model, is_diff), value in gate_results.metric_values(evaluation_uri).items():
         if slice_ == "Overall" and not is_diff and metric in _TAGGED_METRICS and _model in ("", "candidate"):
@@ -58,6 +62,7 @@ def _tags(model, examples, evaluation_uri: str, exec_properties: dict, run_id: s
         "data_fingerprint": str(_prop(examples, "input_fingerprint", "unknown")),
         "git_commit": exec_properties[CODE_VERSION_KEY],
         "parity_max_abs_diff": str(_prop(model, PARITY_PROPERTY, "unknown")),
+        **({TRAIN_STATISTICS_TAG: statistics.uri} if statistics is not None else {}),
         **overall,
     }
 
@@ -84,6 +89,7 @@ class Executor(base_executor.BaseExecutor):
         blessing = artifact_utils.get_single_instance(input_dict[BLESSING_KEY])
         evaluation = artifact_utils.get_single_instance(input_dict[EVALUATION_KEY])
         examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
+        statistics = (input_dict.get(STATISTICS_KEY) or [None])[0]
         pushed = artifact_utils.get_single_instance(output_dict[PUSHED_MODEL_KEY])
         serving_dir = Path(exec_properties[SERVING_DIR_KEY])
         target = promotion.ServingTarget(
@@ -100,7 +106,7 @@ class Executor(base_executor.BaseExecutor):
             saved_model_dir=Path(path_utils.serving_model_path(model.uri)),
             onnx_path=onnx_path if onnx_path.is_file() else None,
             mlflow_run_id=_prop(model, MLFLOW_RUN_ID_PROPERTY),
-            tags=_tags(model, examples, evaluation.uri, exec_properties, run_id, execution_id),
+            tags=_tags(model, examples, statistics, evaluation.uri, exec_properties, run_id, execution_id),
         )
         _require_registry(target.registry.tracking_uri)  # before any change: promotion never half-happens
         if _prop(blessing, "blessed", 0) == 1:
