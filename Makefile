@@ -15,11 +15,12 @@ PYTHON310 := $(shell for p in "$$(command -v python3.10)" "$$(pyenv which python
   $(PYENV_DIR)/versions/3.10*/bin/python3.10; do \
   [ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: help venv run test test-unit test-e2e lint format compile image draft-schema clean
+.PHONY: help venv run test test-faults test-unit test-e2e lint format compile image draft-schema clean
 
 help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
+	@echo "make test-faults - long fault-injection runs (pipeline killed, MLflow unreachable)"
 	@echo "make lint   - ruff check + format check"
 	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
 	@echo "make image  - docker build the Kubeflow step image (IMAGE=...)"
@@ -44,13 +45,16 @@ run: $(STAMP)
 	$(VENV)/bin/torchtfx run --pipeline-root $(RUN_ROOT)
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not faults" $(PYTEST_ARGS)
+
+test-faults: $(STAMP)
+	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
 
 test-e2e: $(STAMP)
-	$(PY) -m pytest -m e2e $(PYTEST_ARGS)
+	$(PY) -m pytest -m "e2e and not faults" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

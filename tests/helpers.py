@@ -4,6 +4,7 @@ DirectRunner in-process), so unit tests get a genuine transform graph without a 
 from __future__ import annotations
 
 import csv
+import hashlib
 import re
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from components.torch_trainer.job import TrainJob
 from components.torch_trainer.shards import ArraySplit
 from data.config import DatasetConfig
 from pipeline.preprocessing import transform
+from pipeline.summary import RunSummary, latest_run
 
 
 def read_schema(path: Path) -> schema_pb2.Schema:
@@ -118,3 +120,26 @@ _CREDENTIAL_VALUE = re.compile(
 def find_credentials(text: str) -> list[str]:
     """Credential-looking snippets in ``text`` (a compiled spec, a log); references to secrets by name are fine."""
     return [match.group(0) for match in _CREDENTIAL_VALUE.finditer(text)]
+
+
+def metadata(root: Path) -> RunSummary | None:
+    """The latest run recorded in ``<root>/metadata.sqlite``."""
+    from tfx.orchestration import metadata as tfx_metadata
+
+    return latest_run(tfx_metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root``: equal digests mean a byte-identical tree."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
+
+
+def write_sample(rows: list[dict[str, str]], directory: Path, fieldnames: list[str]) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / "data.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fieldnames, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    return directory

@@ -3,8 +3,6 @@ exactly as a user runs it, on small samples."""
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import os
 import socket
 import subprocess
@@ -15,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from data.synthetic_loans import write_csv
-from pipeline.summary import latest_run
 from tests import helpers
 
 pytestmark = pytest.mark.e2e
@@ -44,27 +41,6 @@ def registry(root: Path):
     return Registry(f"sqlite:///{root / 'pipeline' / 'mlflow' / 'mlflow.db'}", "torchtfx-taxi")
 
 
-def metadata(root: Path):
-    from tfx.orchestration import metadata as tfx_metadata
-
-    return latest_run(tfx_metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
-    }
-
-
-def write_sample(rows: list[dict[str, str]], directory: Path, fieldnames: list[str]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    with (directory / "data.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=fieldnames, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    return directory
-
-
 @pytest.fixture(scope="module")
 def taxi_rows(taxi_csv):
     return helpers.csv_rows(taxi_csv, SAMPLE_ROWS)
@@ -84,7 +60,7 @@ def taxi_run(tmp_path_factory, taxi_rows):
         row["company"] = "Brand New Cab Co"
     for row in rows[::250]:
         row["payment_type"] = "Crypto"  # 0.4%: the schema tolerates < 1% unknown payment types
-    data = write_sample(rows, root / "data", list(taxi_rows[0]))
+    data = helpers.write_sample(rows, root / "data", list(taxi_rows[0]))
     proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
                     "--serving-dir", str(root / "serving"), "--epochs", "6", env=SECRET_ENV)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -94,7 +70,7 @@ def taxi_run(tmp_path_factory, taxi_rows):
 def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     """Promotion scenario 1: no champion yet; value gates alone decide; version 1 becomes champion."""
     root, proc = taxi_run
-    summary = metadata(root / "pipeline")
+    summary = helpers.metadata(root / "pipeline")
     assert {s.node for s in summary.stages} == ALL_NODES
     assert all(s.state == "COMPLETE" for s in summary.stages), summary.stages
     assert summary.blessed is True
@@ -223,7 +199,7 @@ def test_fault_mlflow_unreachable_fails_before_training_by_default(taxi_run, tmp
     """A tracking server address with nothing listening (a bound, never-listening port): the default policy
     stops the run before any component, with the fix in the message; production is untouched."""
     root, _ = taxi_run
-    before, aliases = tree_digest(root / "serving"), _aliases(root)
+    before, aliases = helpers.tree_digest(root / "serving"), _aliases(root)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         uri = f"http://127.0.0.1:{closed.getsockname()[1]}"
@@ -235,7 +211,7 @@ def test_fault_mlflow_unreachable_fails_before_training_by_default(taxi_run, tmp
     ), proc.stderr[-2000:]
     assert "--mlflow-unreachable continue" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "pipeline" / "metadata.sqlite").exists()  # nothing started
-    assert tree_digest(root / "serving") == before and _aliases(root) == aliases
+    assert helpers.tree_digest(root / "serving") == before and _aliases(root) == aliases
 
 
 def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
@@ -244,7 +220,7 @@ def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
     proc = torchtfx("--dataset", "loans", "--data-dir", str(data), "--pipeline-root", str(tmp_path / "pipeline"),
                     "--serving-dir", str(tmp_path / "serving"), "--epochs", "8", "--auc-threshold", "0.65")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    summary = metadata(tmp_path / "pipeline")
+    summary = helpers.metadata(tmp_path / "pipeline")
     assert summary.blessed is True and summary.pushed_to
     assert all(s.state == "COMPLETE" for s in summary.stages)
 
@@ -252,13 +228,13 @@ def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
 def test_worse_model_is_rejected_and_production_is_byte_identical(taxi_run):
     """Promotion scenario 2: one optimizer step of training; the gates against the champion refuse it."""
     root, _ = taxi_run
-    before, champion = tree_digest(root / "serving"), registry(root).alias_version("champion").version
+    before, champion = helpers.tree_digest(root / "serving"), registry(root).alias_version("champion").version
     proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
                     "--serving-dir", str(root / "serving"), "--epochs", "1", "--batch-size", "100000")  # fmt: skip
     assert proc.returncode == REJECTED, proc.stderr[-3000:]
     assert "Candidate REJECTED" in proc.stderr
     assert "auc" in proc.stderr and "change gate: candidate - champion >= -0.01" in proc.stderr
-    assert tree_digest(root / "serving") == before  # versions, models.config, batching: untouched
+    assert helpers.tree_digest(root / "serving") == before  # versions, models.config, batching: untouched
     assert registry(root).alias_version("champion").version == champion
     assert registry(root).alias_version("challenger").tags["rejected"] == "true"
 
@@ -285,10 +261,10 @@ def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run):
     assert first.returncode == 0 and "rolled back" in first.stdout, first.stderr[-2000:]
     assert registry(root).serving_version("champion") == 1
     assert 'key: "stable" value: 1' in (root / "serving" / "models.config").read_text()
-    state = tree_digest(root / "serving")
+    state = helpers.tree_digest(root / "serving")
     second = torchtfx("--rollback", *args, command="promote")
     assert second.returncode == 0 and "nothing to roll back" in second.stdout
-    assert tree_digest(root / "serving") == state and registry(root).serving_version("champion") == 1
+    assert helpers.tree_digest(root / "serving") == state and registry(root).serving_version("champion") == 1
 
 
 def _set(column: str, value: str, every: int = 1):
@@ -339,24 +315,24 @@ def test_bad_input_stops_before_training_and_production_is_byte_identical(taxi_r
     serving dir, models.config and the registry aliases are byte-identical (same pipeline root and registry)."""
     root, _ = taxi_run
     mutate, expected = BAD_INPUT[case]
-    before, aliases = tree_digest(root / "serving"), _aliases(root)
+    before, aliases = helpers.tree_digest(root / "serving"), _aliases(root)
     rows, fields = mutate([dict(r) for r in taxi_rows[:1500]], list(taxi_rows[0]))
-    data = write_sample(rows, tmp_path / "data", fields)
+    data = helpers.write_sample(rows, tmp_path / "data", fields)
     proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
                     "--serving-dir", str(root / "serving"))  # fmt: skip
     assert proc.returncode == 1
     assert "data validation failed" in proc.stderr, proc.stderr[-3000:]
     assert all(text in proc.stderr for text in expected), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
-    ran = {s.node for s in metadata(root / "pipeline").stages}
+    ran = {s.node for s in helpers.metadata(root / "pipeline").stages}
     assert not ran & {"Transform", "TorchTrainer", "Evaluator", "Promoter"}, ran
-    assert tree_digest(root / "serving") == before and _aliases(root) == aliases
+    assert helpers.tree_digest(root / "serving") == before and _aliases(root) == aliases
 
 
 def test_bad_input_01_malformed_csv_line_stops_in_example_gen(taxi_run, taxi_rows, tmp_path):
     root, _ = taxi_run
-    before, aliases = tree_digest(root / "serving"), _aliases(root)
-    data = write_sample(taxi_rows[:300], tmp_path / "data", list(taxi_rows[0]))
+    before, aliases = helpers.tree_digest(root / "serving"), _aliases(root)
+    data = helpers.write_sample(taxi_rows[:300], tmp_path / "data", list(taxi_rows[0]))
     lines = (data / "data.csv").read_text().splitlines()
     lines[120] += ",oops"  # one field too many on line 121
     (data / "data.csv").write_text("\n".join(lines) + "\n")
@@ -367,7 +343,7 @@ def test_bad_input_01_malformed_csv_line_stops_in_example_gen(taxi_run, taxi_row
         -3000:
     ]
     assert "Traceback" not in proc.stderr
-    assert tree_digest(root / "serving") == before and _aliases(root) == aliases
+    assert helpers.tree_digest(root / "serving") == before and _aliases(root) == aliases
 
 
 def _aliases(root: Path) -> dict[str, str | None]:
