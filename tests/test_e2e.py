@@ -168,7 +168,8 @@ def test_bad_input_13_serving_requests_with_missing_features_or_wrong_dtypes_get
                 serve(examples=tf.constant([example(features)]))
                 print(name, "ACCEPTED")
             except tf.errors.InvalidArgumentError as err:
-                print(name, "REFUSED", err.message.splitlines()[0])
+                lines = err.message.splitlines()
+                print(name, "REFUSED", next((l for l in lines if "Feature:" in l or "Key:" in l), lines[-1]))
     """,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
