@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from components.absent import ABSENT_PROPERTY
+from components.artifact_uris import REMOTE_URIS_ENV
 from components.run_identity import ORCHESTRATOR_ENV
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ def main(parsed: tuple[Any, list[str]]) -> None:
     # TFX's executors use tf.io.gfile and read gs:// directly (on a Dataflow runner they must); ours that use
     # pathlib need the launcher's local paths for every scheme.
     originals = localize(executor_input, keep_gcs=not args.executor_class_path.startswith(PATHLIB_EXECUTORS))
+    os.environ[REMOTE_URIS_ENV] = json.dumps(originals)  # for what executors record for later runs
     args.json_serialized_invocation_args = json.dumps(executor_input)
     output_file = Path(executor_input["outputs"]["outputFile"])
     output_file.parent.mkdir(parents=True, exist_ok=True)

@@ -97,6 +97,10 @@ def test_registry_gets_the_champion_through_the_secret_provided_store(emulated):
     champion = Registry(f"sqlite:///{root / 'mlflow.db'}", "torchtfx-taxi").alias_version("champion")
     assert champion.tags["pipeline_run_id"] == RUN_ID  # the run id `torchtfx submit` passes in
     assert champion.tags["data_fingerprint"].startswith("split:single_split")
+    # What later runs read back names the artifact store's URI, not the pod-local copy.
+    assert champion.tags["train_statistics_uri"].startswith("file://") and champion.tags["model_uri"].startswith(
+        "file://"
+    )
     logs = "\n".join(r.log.read_text() for r in emulated[1].values())
     assert helpers.find_credentials(logs) == []
     assert (root / "shared" / "serving" / "batching_parameters.txt").is_file()

@@ -12,6 +12,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from components.artifact_uris import remote_uri
 from components.promoter import gate_results, promotion
 from components.promoter.constants import (
     BATCHING_KEY,
@@ -57,12 +58,12 @@ def _tags(
     return {
         "pipeline_run_id": run_id,
         "mlmd_execution_id": execution_id,
-        "model_uri": model.uri,
+        "model_uri": remote_uri(model.uri),
         "data_span": str(examples.span),
         "data_fingerprint": str(_prop(examples, "input_fingerprint", "unknown")),
         "git_commit": exec_properties[CODE_VERSION_KEY],
         "parity_max_abs_diff": str(_prop(model, PARITY_PROPERTY, "unknown")),
-        **({TRAIN_STATISTICS_TAG: statistics.uri} if statistics is not None else {}),
+        **({TRAIN_STATISTICS_TAG: remote_uri(statistics.uri)} if statistics is not None else {}),
         **overall,
     }
 
