@@ -55,24 +55,27 @@ def check_csv_structure(path: Path | str, open_text: Callable[[str], IO[str]] | 
     the file, the line and what is wrong. ``open_text`` opens remote files (e.g. ``tf.io.gfile.GFile``).
     """
     opener = open_text or (lambda p: open(p, newline=""))
-    reader = None
+    reader, done = None, 0  # done: the last line of the last complete record; the next record starts after it
     try:
         with opener(str(path)) as handle:
             reader = csv.reader(handle, strict=True)
             header = next(reader, None)
+            done = reader.line_num
             if not header:
                 raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
             rows = 0
             for record in reader:
                 if record and len(record) != len(header):
                     raise DataSourceError(
-                        f"{path}, line {reader.line_num}: {len(record)} fields where the header has {len(header)}; "
+                        f"{path}, line {done + 1}: {len(record)} fields where the header has {len(header)}; "
                         "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
                     )
                 rows += bool(record)
+                done = reader.line_num
     except csv.Error as err:
-        line = reader.line_num if reader else 1
-        raise DataSourceError(f"{path}, line {line}: malformed CSV ({err}); an unterminated quote?") from None
+        raise DataSourceError(
+            f"{path}, line {done + 1}: malformed CSV ({err}); does a quote opened on this line never close?"
+        ) from None
     except UnicodeDecodeError as err:
         raise DataSourceError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     except OSError as err:
