@@ -7,6 +7,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RUN_ROOT ?= runs/local
 PYTEST_ARGS ?=
+# Tests get their own TMPDIR, emptied at the start of each run: TF autograph, killed Beam workers and
+# killed DDP workers leave files behind, and /tmp is shared with everything else on the machine.
+TEST_TMP := $(CURDIR)/.tmp/tests
+PYTEST := rm -rf $(TEST_TMP) && mkdir -p $(TEST_TMP) && TMPDIR=$(TEST_TMP) $(PY) -m pytest
 
 # python3.10 on PATH first, then pyenv's versions folder; a pyenv shim that is on PATH but has no
 # active 3.10 fails its --version probe and is skipped.
@@ -34,7 +38,7 @@ $(PY):
 
 $(STAMP): $(PY) constraints.txt requirements.in setup.py
 	$(PY) -m pip install --quiet --upgrade "pip==24.3.1"
-	$(PY) -m pip install --quiet -r requirements.in -c constraints.txt
+	$(PY) -m pip install --quiet --no-cache-dir -r requirements.in -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	$(PY) -m pip check
 	touch $(STAMP)
@@ -45,16 +49,16 @@ run: $(STAMP)
 	$(VENV)/bin/torchtfx run --pipeline-root $(RUN_ROOT)
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not faults" $(PYTEST_ARGS)
+	$(PYTEST) -m "not faults" $(PYTEST_ARGS)
 
 test-faults: $(STAMP)
-	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+	$(PYTEST) -m faults $(PYTEST_ARGS)
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -m "not e2e" $(PYTEST_ARGS)
+	$(PYTEST) -m "not e2e" $(PYTEST_ARGS)
 
 test-e2e: $(STAMP)
-	$(PY) -m pytest -m "e2e and not faults" $(PYTEST_ARGS)
+	$(PYTEST) -m "e2e and not faults" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -74,4 +78,4 @@ image:
 	docker build -f kubeflow/Dockerfile -t $(IMAGE) .
 
 clean:
-	rm -rf $(RUN_ROOT) .pytest_cache
+	rm -rf $(RUN_ROOT) .pytest_cache .tmp

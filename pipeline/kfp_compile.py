@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from data.config import PROJECT_ROOT, DatasetConfig, load_dataset_config
+from pipeline.beam_args import with_dependency
 from pipeline.gates import GateConfig
 from pipeline.kfp_config import KubeflowConfigError, KubeflowSettings
 
@@ -112,7 +113,7 @@ def build_pipeline(settings: KubeflowSettings):
         serving_model_name=dataset.name,
         gates=GateConfig.from_dict(dataset.gates),
         code_version=settings.image,
-        beam_pipeline_args=list(settings.beam_args),
+        beam_pipeline_args=with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}"),
         pytorchjob_json=pytorchjob_json(settings),
         mlflow_unreachable=settings.mlflow.unreachable,
     )

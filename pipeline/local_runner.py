@@ -14,6 +14,7 @@ from components.torch_trainer.hparams import TrainerHParams
 from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 from data.config import PROJECT_ROOT, DatasetConfig
 from data.sources import csv_files, default_data_dir
+from pipeline.beam_args import with_dependency
 from pipeline.gates import GateConfig
 from pipeline.summary import RunSummary, latest_run
 
@@ -60,10 +61,8 @@ class LocalSettings:
         return self.pipeline_name
 
     def beam_args(self) -> list[str]:
-        return [
-            "--direct_running_mode=multi_processing",
-            f"--direct_num_workers={self.beam_workers}",
-        ]
+        direct = ["--direct_running_mode=multi_processing", f"--direct_num_workers={self.beam_workers}"]
+        return with_dependency(direct, f"--setup_file={PROJECT_ROOT / 'setup.py'}")
 
 
 def code_version() -> str:

@@ -1,0 +1,33 @@
+"""Beam dependency flags: without one, every TFX Beam executor sdists the whole TFX install into /tmp."""
+
+import pytest
+from tfx.utils import dependency_utils
+
+from data.config import load_dataset_config
+from pipeline.beam_args import with_dependency
+from pipeline.local_runner import LocalSettings
+
+
+def test_local_args_carry_the_project_setup_file_so_tfx_builds_no_ephemeral_package(tmp_path):
+    args = LocalSettings(dataset=load_dataset_config("taxi"), pipeline_root=tmp_path).beam_args()
+    assert any(a.startswith("--setup_file=") and a.endswith("setup.py") for a in args)
+    # TFX's own check: args it returns unchanged mean no tfx_ephemeral sdist was built.
+    assert dependency_utils.make_beam_dependency_flags(args) == args
+
+
+def test_user_dependency_flag_is_kept_and_no_second_one_added():
+    user = ["--runner=DataflowRunner", "--sdk_container_image", "example.com/img:1"]
+    assert with_dependency(user, "--setup_file=/x/setup.py") == user
+    assert with_dependency(["--requirements_file=r.txt"], "--setup_file=/x") == ["--requirements_file=r.txt"]
+
+
+def test_missing_flag_is_appended():
+    assert with_dependency(["--runner=DirectRunner"], "--sdk_container_image=img:1") == [
+        "--runner=DirectRunner",
+        "--sdk_container_image=img:1",
+    ]
+
+
+def test_a_flag_that_is_not_a_dependency_flag_is_refused():
+    with pytest.raises(ValueError, match="not a Beam dependency flag"):
+        with_dependency([], "--temp_location=gs://x")
