@@ -19,12 +19,13 @@ PYTHON310 := $(shell for p in "$$(command -v python3.10)" "$$(pyenv which python
   $(PYENV_DIR)/versions/3.10*/bin/python3.10; do \
   [ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: help venv run test test-faults test-unit test-e2e lint format compile image draft-schema clean
+.PHONY: help venv run test test-faults test-unit test-e2e bench lint format compile image draft-schema clean
 
 help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
 	@echo "make test-faults - long fault-injection runs (pipeline killed, MLflow unreachable)"
+	@echo "make bench  - the five benchmarks (bench/results/*.json, README.md, plots); BENCH_ARGS='--only serving'"
 	@echo "make lint   - ruff check + format check"
 	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
 	@echo "make image  - docker build the Kubeflow step image (IMAGE=...)"
@@ -59,6 +60,10 @@ test-unit: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(PYTEST) -m "e2e and not faults" $(PYTEST_ARGS)
+
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(PY) -m bench $(BENCH_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -77,12 +77,14 @@ def save_atomic(obj: object, path: Path) -> None:
 
 
 class Trainer:
-    def __init__(self, job: TrainJob, ctx: DistContext) -> None:
+    def __init__(self, job: TrainJob, ctx: DistContext, splits: tuple[ArraySplit, ArraySplit] | None = None) -> None:
+        """``splits`` (train, eval) already in memory replace the job's arrays (the benchmarks' limit)."""
         self.job, self.ctx, self.hp = job, ctx, job.hparams
         torch.manual_seed(self.hp.seed)  # identical initial weights on every rank
         data = Path(job.data_dir)
-        self.train_split = ArraySplit.load(data / "train").shard(ctx.rank, ctx.world_size, equal=True)
-        self.eval_split = ArraySplit.load(data / "eval").shard(ctx.rank, ctx.world_size, equal=False)
+        train, eval_ = splits or (ArraySplit.load(data / "train"), ArraySplit.load(data / "eval"))
+        self.train_split = train.shard(ctx.rank, ctx.world_size, equal=True)
+        self.eval_split = eval_.shard(ctx.rank, ctx.world_size, equal=False)
         self.train_batches = ShardBatches(self.train_split, self.hp.batch_size, shuffle=True, seed=self.hp.seed)
         self.eval_batches = ShardBatches(self.eval_split, 8192, shuffle=False, seed=self.hp.seed)
         model = TabularModel(job.layout, self.hp.hidden_units, self.hp.dropout, self.hp.max_embedding_dim)

@@ -1,0 +1,134 @@
+"""``python -m bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
+the same command. Results go to ``bench/results/<name>.json``; ``bench/results/README.md`` and the plots
+are rebuilt from every JSON file there."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+
+BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp")
+RESULTS = Path(__file__).parent / "results"
+
+
+def _write(name: str, payload: dict, out: Path) -> None:
+    payload = {
+        "benchmark": name,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        **payload,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(payload, indent=2, sort_keys=True, default=float))
+    logging.getLogger("bench").info("wrote %s", out / f"{name}.json")
+
+
+def _reference(work: Path, beam_workers: int) -> dict:
+    from bench import pipelines, scoring
+    from data.config import load_dataset_config
+    from data.sources import default_data_dir
+
+    dataset = load_dataset_config("taxi")
+    data_dir = default_data_dir(dataset)
+    args = pipelines.beam_args(beam_workers, dataset, work)
+    for name in ("reference", "ours"):
+        shutil.rmtree(work / name, ignore_errors=True)  # cold pipeline roots
+    reference = pipelines.run_reference(work / "reference", data_dir, args)
+    ours = pipelines.run_ours(work / "ours", data_dir, "taxi", beam_workers)
+    eval_dir = pipelines.eval_examples_dir(work / "ours")
+    ours_metrics = scoring.tfma_metrics(
+        pipelines.only_subdir(work / "ours" / "serving" / "taxi"), eval_dir, scoring.our_model_spec(dataset),
+        dataset, work / "tfma_ours",
+    )  # fmt: skip
+    reference_spec = scoring.reference_model_spec(pipelines.REFERENCE_LABEL_KEY, pipelines.REFERENCE_PREPROCESSING)
+    reference_metrics = scoring.tfma_metrics(
+        pipelines.only_subdir(work / "reference" / "serving"), eval_dir, reference_spec, dataset, work / "tfma_ref"
+    )
+    return {
+        "beam_args": args,
+        "reference": {**reference.to_dict(), "metrics": reference_metrics},
+        "ours": {**ours.to_dict(), "metrics": ours_metrics},
+        "wall_ratio": ours.process.wall_seconds / reference.process.wall_seconds,
+        "target_wall_ratio": 0.8,
+        "target_auc": 0.935,
+    }
+
+
+def _serving(work: Path) -> dict:
+    from bench import pipelines
+    from bench.serving_bench import serving
+    from bench.trainer_bench import TransformOutput
+    from components.torch_trainer.flow import EXPORT_DIR, load_torch_model
+    from components.torch_trainer.hparams import TrainerHParams
+    from components.torch_trainer.parity import measure_parity
+    from data.config import load_dataset_config
+
+    root = work / "ours"
+    dataset = load_dataset_config("taxi")
+    layout, _ = TransformOutput.of_run(root).layout_and_spec(dataset)
+    export_dir = sorted((root / "tfx" / "TorchTrainer" / "model").glob(f"*/{EXPORT_DIR}"))[-1]
+    serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
+    raw_eval = pipelines.eval_examples_dir(root)
+    hparams = TrainerHParams()  # `torchtfx run` defaults, as the reference benchmark ran it
+    result = serving(export_dir, serving_dir, raw_eval, layout, hparams, work / "serving")
+    parity = measure_parity(
+        str(serving_dir), str(raw_eval), load_torch_model(export_dir, layout, hparams), layout, 1e-5
+    )
+    return {**result, "parity_max_abs_diff": parity.max_abs_diff, "parity_examples": parity.examples}
+
+
+def _trainer_root(work: Path, sizes: list[int]) -> Path:
+    """The largest scale run's Transform output when there is one (taxi's 10k rows train in a second)."""
+    for rows in sorted(sizes):
+        if (work / f"ours_{rows}").exists():
+            return work / f"ours_{rows}"
+    return work / "ours"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", nargs="+", choices=BENCHMARKS, default=list(BENCHMARKS))
+    parser.add_argument("--work", type=Path, default=Path("runs/bench"), help="pipeline roots and scratch")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--beam-workers", type=int, default=2)
+    parser.add_argument("--scale-rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    parser.add_argument("--trainer-epochs", type=int, default=3)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    work = args.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+
+    from bench import scale_bench, trainer_bench
+    from data.config import load_dataset_config
+
+    taxi = load_dataset_config("taxi")
+    steps = {
+        "reference": lambda: _reference(work, args.beam_workers),
+        "serving": lambda: _serving(work),
+        "scale": lambda: scale_bench.scale(args.scale_rows, work, args.beam_workers),
+        "input_path": lambda: trainer_bench.input_path(
+            trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "input_path",
+            args.trainer_epochs,
+        ),
+        "ddp": lambda: trainer_bench.ddp_scaling(
+            trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
+            args.trainer_epochs,
+        ),
+    }  # fmt: skip
+    for name in BENCHMARKS:
+        if name in args.only:
+            _write(name, steps[name](), args.out)
+    from bench.report import write_report
+
+    write_report(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Timing and memory of a command: wall time and the peak RSS summed over its whole process tree."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+logger = logging.getLogger(__name__)
+
+_SAMPLE_SECONDS = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessRun:
+    command: list[str]
+    returncode: int
+    wall_seconds: float
+    peak_rss_bytes: int  # the largest sum of RSS over the process and all its descendants at one instant
+    log: str
+
+    @property
+    def peak_rss_gib(self) -> float:
+        return self.peak_rss_bytes / 2**30
+
+
+class TreeRssSampler:
+    """Polls the RSS of a process and its descendants; Beam and DDP workers are child processes, so the
+    parent's own ``ru_maxrss`` would miss most of the memory."""
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _tree_rss(self) -> int:
+        total = 0
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return total
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._tree_rss())
+            self._stop.wait(_SAMPLE_SECONDS)
+
+    def __enter__(self) -> TreeRssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_measured(
+    command: list[str], log_path: Path, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> ProcessRun:
+    """Run ``command`` to completion with its output in ``log_path``; never raises on a failed command."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    logger.info("Running %s (log: %s)", " ".join(command), log_path)
+    started = time.perf_counter()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=cwd
+        )
+        with TreeRssSampler(proc.pid) as sampler:
+            returncode = proc.wait()
+    wall = time.perf_counter() - started
+    return ProcessRun(command, returncode, wall, sampler.peak, str(log_path))
+
+
+def require_success(run: ProcessRun, what: str) -> None:
+    if run.returncode != 0:
+        tail = Path(run.log).read_text().splitlines()[-25:]
+        raise RuntimeError(f"{what} failed (exit code {run.returncode}); log {run.log}:\n" + "\n".join(tail))

@@ -1,0 +1,241 @@
+"""``bench/results/README.md`` and plots, rebuilt from whatever ``bench/results/*.json`` holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+# Our component ids and the reference's, lined up by role for the side-by-side plot and table.
+STAGE_ROLES = (
+    ("ExampleGen", ("CsvExampleGen",), ("CsvExampleGen",)),
+    ("StatisticsGen", ("StatisticsGen",), ("StatisticsGen",)),
+    ("Schema", ("ImportSchemaGen",), ("SchemaGen",)),
+    ("Validation", ("ExampleValidator", "DataGate"), ("ExampleValidator",)),
+    ("Transform", ("Transform",), ("Transform",)),
+    ("Trainer", ("TorchTrainer",), ("Trainer",)),
+    ("Evaluator", ("ChampionModel", "Evaluator"), ("latest_blessed_model_resolver", "Evaluator")),
+    ("Push/promote", ("Promoter",), ("Pusher",)),
+)
+
+
+def _load(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "**not met**"
+
+
+def _role_seconds(stages: dict[str, float], names: tuple[str, ...]) -> float:
+    return sum(stages.get(n, 0.0) for n in names)
+
+
+def _reference_section(r: dict) -> list[str]:
+    ours, ref = r["ours"], r["reference"]
+    auc, ref_auc = ours["metrics"].get("auc"), ref["metrics"].get("auc")
+    lines = [
+        "## 1. Against TFX's native-Keras taxi pipeline",
+        "",
+        "| stage | torchtfx (s) | reference (s) |",
+        "|---|---:|---:|",
+    ]
+    for role, our_ids, ref_ids in STAGE_ROLES:
+        lines.append(
+            f"| {role} | {_role_seconds(ours['stages'], our_ids):.1f} | {_role_seconds(ref['stages'], ref_ids):.1f} |"
+        )
+    lines += [
+        f"| **wall (whole command)** | **{ours['wall_seconds']:.1f}** | **{ref['wall_seconds']:.1f}** |",
+        f"| AUC on our eval split (TFMA, same metrics config) | {auc:.4f} | {ref_auc:.4f} |",
+        f"| peak RSS, process tree (GiB) | {ours['peak_rss_gib']:.2f} | {ref['peak_rss_gib']:.2f} |",
+        "",
+        f"Wall ratio {r['wall_ratio']:.2f} (target ≤ {r['target_wall_ratio']}): "
+        f"{_met(r['wall_ratio'] <= r['target_wall_ratio'])}; "
+        f"AUC {auc:.4f} (target ≥ {r['target_auc']}): {_met(auc >= r['target_auc'])}.",
+        "",
+        "![stage times](stages_vs_reference.png)",
+        "",
+    ]
+    return lines
+
+
+def _trainer_sections(results: dict) -> list[str]:
+    lines = []
+    if "input_path" in results:
+        r = results["input_path"]
+        eps = r["examples_per_second_overall"]
+        lines += [
+            "## 2. Trainer input path",
+            "",
+            f"{r['train_rows']} training rows, {r['epochs']} epochs, one worker, one thread. Materializing the "
+            f"Transform output took {r['materialize_seconds']:.1f} s.",
+            "",
+            "| | from Transform output | in memory (limit) |",
+            "|---|---:|---:|",
+            f"| examples/s, whole run | {eps['transform_output']:.0f} | {eps['in_memory']:.0f} |",
+        ]
+        per = r["examples_per_second_per_epoch"]
+        for i, (a, b) in enumerate(zip(per["transform_output"], per["in_memory"], strict=False), start=1):
+            lines.append(f"| examples/s, epoch {i} | {a:.0f} | {b:.0f} |")
+        lines += [
+            "",
+            f"Ratio {r['ratio_overall']:.2f} over the whole run, {r['ratio_steady_state']:.2f} per epoch after the "
+            "first "
+            f"(target ≥ {r['target']}): {_met(r['ratio_overall'] >= r['target'])}.",
+            "",
+        ]
+    if "ddp" in results:
+        r = results["ddp"]
+        lines += [
+            "## 3. DDP scaling",
+            "",
+            "| workers | examples/s | wall with process start (s) | eval AUC |",
+            "|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {x['workers']} | {x['examples_per_second']:.0f} | {x['wall_seconds_with_process_start']:.1f} "
+            f"| {x['eval_auc']:.4f} |"
+            for x in r["runs"]
+        ]
+        ok = r["speedup"] >= r["target_speedup"] and r["auc_difference"] <= r["target_auc_difference"]
+        lines += [
+            "",
+            f"Speed-up {r['speedup']:.2f}x (target ≥ {r['target_speedup']}), AUC difference {r['auc_difference']:.4f} "
+            f"(target ≤ {r['target_auc_difference']}): {_met(ok)}. {r['train_rows']} training rows.",
+            "",
+        ]
+    return lines
+
+
+def _serving_section(r: dict) -> list[str]:
+    names = list(r["latency"])
+    lines = [
+        "## 4. Serving latency (median ms per call)",
+        "",
+        "| batch | " + " | ".join(names) + " |",
+        "|---:|" + "---:|" * len(names),
+    ]
+    for batch in next(iter(r["latency"].values())):
+        lines.append(f"| {batch} | " + " | ".join(f"{r['latency'][n][batch]['median_ms']:.3f}" for n in names) + " |")
+    lines += [
+        "",
+        f"Converted network / onnxruntime at batch 1024: {r['converted_vs_onnxruntime_at_1024']:.2f} "
+        f"(target ≤ {r['target']}): {_met(r['converted_vs_onnxruntime_at_1024'] <= r['target'])}. "
+        f"onnx2tf conversion {r['onnx2tf_conversion_seconds']:.1f} s; parity over {r['parity_examples']} eval rows: "
+        f"max |SavedModel - PyTorch| = {r['parity_max_abs_diff']:.2e}.",
+        "",
+        "![serving latency](serving_latency.png)",
+        "",
+    ]
+    return lines
+
+
+def _scale_section(r: dict) -> list[str]:
+    lines = [
+        "## 5. Scale (synthetic taxi-like data, taxi schema)",
+        "",
+        "| rows | wall (s) | peak RSS (GiB) | AUC | slowest stages (s) |",
+        "|---:|---:|---:|---:|---|",
+    ]
+    for run in r["runs"]:
+        slow = sorted(run["stages"].items(), key=lambda kv: -kv[1])[:4]
+        auc = run.get("auc")
+        lines.append(
+            f"| {run['rows']:,} | {run['wall_seconds']:.0f} | {run['peak_rss_gib']:.2f} | "
+            f"{'n/a' if auc is None else f'{auc:.4f}'} | " + ", ".join(f"{k} {v:.0f}" for k, v in slow) + " |"
+        )
+    peak = max(run["peak_rss_gib"] for run in r["runs"])
+    lines += ["", f"Peak RSS {peak:.2f} GiB (target ≤ {r['rss_target_gib']}): {_met(peak <= r['rss_target_gib'])}."]
+    if "time_ratio" in r:
+        lines.append(
+            f"Time ratio {r['time_ratio']:.2f} for {r['rows_ratio']:.0f}x the rows "
+            f"(target ≤ {r['time_ratio_target']}): "
+            f"{_met(r['time_ratio'] <= r['time_ratio_target'])}."
+        )
+    return [*lines, "", "![scale stages](scale_stages.png)", ""]
+
+
+def _plots(results: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if "reference" in results:
+        r = results["reference"]
+        roles = [role for role, _, _ in STAGE_ROLES]
+        ours = [_role_seconds(r["ours"]["stages"], ids) for _, ids, _ in STAGE_ROLES]
+        ref = [_role_seconds(r["reference"]["stages"], ids) for _, _, ids in STAGE_ROLES]
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        y = range(len(roles))
+        ax.barh([i + 0.2 for i in y], ours, 0.4, label=f"torchtfx ({r['ours']['wall_seconds']:.0f} s wall)")
+        ax.barh(
+            [i - 0.2 for i in y], ref, 0.4, label=f"TFX taxi native Keras ({r['reference']['wall_seconds']:.0f} s wall)"
+        )
+        ax.set_yticks(list(y), roles)
+        ax.invert_yaxis()
+        ax.set_xlabel("seconds (ML Metadata execution time)")
+        ax.set_title("Stage times against the reference pipeline")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "stages_vs_reference.png", dpi=110)
+        plt.close(fig)
+    if "serving" in results:
+        r = results["serving"]
+        names = list(r["latency"])
+        batches = list(next(iter(r["latency"].values())))
+        fig, ax = plt.subplots(figsize=(8, 4))
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            ax.bar(
+                [b + i * width for b in range(len(batches))],
+                [r["latency"][name][b]["median_ms"] for b in batches],
+                width,
+                label=name,
+            )
+        ax.set_xticks([b + 0.4 - width / 2 for b in range(len(batches))], [f"batch {b}" for b in batches])
+        ax.set_yscale("log")
+        ax.set_ylabel("median ms per call (log)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "serving_latency.png", dpi=110)
+        plt.close(fig)
+    if "scale" in results:
+        runs = results["scale"]["runs"]
+        nodes = list(runs[0]["stages"])
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        for i, run in enumerate(runs):
+            ax.barh(
+                [j + i * 0.4 for j in range(len(nodes))],
+                [run["stages"].get(n, 0) for n in nodes],
+                0.4,
+                label=f"{run['rows']:,} rows",
+            )
+        ax.set_yticks([j + 0.2 for j in range(len(nodes))], nodes)
+        ax.invert_yaxis()
+        ax.set_xlabel("seconds")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "scale_stages.png", dpi=110)
+        plt.close(fig)
+
+
+def write_report(out: Path) -> Path:
+    results = _load(out)
+    lines = [
+        "# Benchmark results",
+        "",
+        "Written by `make bench` (`python -m bench`); every target is a ratio against a reference run in the "
+        "same command.",
+        "",
+    ]
+    if "reference" in results:
+        lines += _reference_section(results["reference"])
+    lines += _trainer_sections(results)
+    if "serving" in results:
+        lines += _serving_section(results["serving"])
+    if "scale" in results:
+        lines += _scale_section(results["scale"])
+    _plots(results, out)
+    path = out / "README.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,55 @@
+"""The whole pipeline on synthetic taxi-like data (same schema as taxi) at several sizes."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from bench.pipelines import evaluator_metrics, run_ours
+
+logger = logging.getLogger(__name__)
+
+RSS_TARGET_GIB = 4.0
+TIME_RATIO_TARGET = 5.5
+
+
+def _generate(rows: int, out_dir: Path, seed: int) -> float:
+    from data.synthetic_taxi import write_csv
+
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tick = time.perf_counter()
+    write_csv(out_dir, rows, seed=seed)
+    return time.perf_counter() - tick
+
+
+def scale(sizes: list[int], work: Path, beam_workers: int, seed: int = 7, keep_data: bool = False) -> dict:
+    runs = []
+    for rows in sizes:
+        data_dir = work / f"data_{rows}"
+        generate_seconds = _generate(rows, data_dir, seed)
+        root = work / f"ours_{rows}"
+        run = run_ours(root, data_dir, "taxi", beam_workers)
+        metrics = evaluator_metrics(root)
+        runs.append(
+            {
+                "rows": rows,
+                "generate_seconds": generate_seconds,
+                **run.to_dict(),
+                "auc": metrics.get("auc"),
+                "eval_examples": metrics.get("example_count"),
+            }
+        )
+        logger.info(
+            "scale %s rows: %.1f s, peak RSS %.2f GiB", rows, run.process.wall_seconds, run.process.peak_rss_gib
+        )
+        if not keep_data:
+            shutil.rmtree(data_dir)
+    result: dict = {"runs": runs, "rss_target_gib": RSS_TARGET_GIB, "time_ratio_target": TIME_RATIO_TARGET}
+    if len(runs) >= 2:
+        small, large = runs[0], runs[-1]
+        result["time_ratio"] = large["wall_seconds"] / small["wall_seconds"]
+        result["rows_ratio"] = large["rows"] / small["rows"]
+    return result

@@ -1,0 +1,128 @@
+"""Serving latency of one trained model four ways, on the same eval rows, plus conversion time and parity.
+
+1. the pushed SavedModel's ``serving_default`` (raw serialized tf.Examples in: parse + TFT + network);
+2. the converted network alone (the onnx2tf model, in a tf.function, on transformed tensors);
+3. onnxruntime on the exported ONNX graph;
+4. PyTorch eager on the trained weights.
+
+Every runtime gets the same number of intra-op threads (the machine's cores).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from components.torch_trainer.features import FeatureLayout
+from components.torch_trainer.hparams import TrainerHParams
+
+logger = logging.getLogger(__name__)
+
+BATCH_SIZES = (1, 32, 1024)
+_MIN_CALLS, _MIN_SECONDS = 20, 1.5
+
+
+def latency_ms(call: Callable[[], object]) -> dict[str, float]:
+    """Median and p90 milliseconds per call, after warm-up; at least 20 calls and 1.5 s of calls."""
+    for _ in range(3):
+        call()
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < _MIN_CALLS or time.perf_counter() - started < _MIN_SECONDS:
+        tick = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - tick) * 1e3)
+    times.sort()
+    return {"median_ms": statistics.median(times), "p90_ms": times[int(0.9 * (len(times) - 1))], "calls": len(times)}
+
+
+def _eval_rows(raw_eval_dir: Path, rows: int) -> list[bytes]:
+    import tensorflow as tf
+
+    from components.torch_trainer.materialize import split_files
+
+    dataset = tf.data.TFRecordDataset(split_files(str(raw_eval_dir)), compression_type="GZIP").take(rows)
+    return [r.numpy() for r in dataset]
+
+
+def _network_inputs(saved_model, examples: list[bytes], layout: FeatureLayout) -> tuple[np.ndarray, np.ndarray]:
+    import tensorflow as tf
+
+    from components.torch_trainer.convert import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
+
+    transformed = saved_model.signatures[TRANSFORM_SIGNATURE](**{EXAMPLES_INPUT: tf.constant(examples)})
+    dense = np.stack([transformed[k].numpy().reshape(-1) for k in layout.dense], axis=1).astype(np.float32)
+    categorical = np.stack([transformed[k].numpy().reshape(-1) for k in layout.embedded], axis=1).astype(np.int64)
+    return dense, categorical
+
+
+def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, work: Path):
+    """(name -> callable(batch) factory, conversion seconds)."""
+    import onnxruntime as ort
+    import tensorflow as tf
+    import torch
+
+    from components.torch_trainer import job as job_files
+    from components.torch_trainer.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, convert_onnx, first_output
+    from components.torch_trainer.flow import load_torch_model
+    from components.torch_trainer.model import ProbabilityModel
+
+    threads = os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    saved = tf.saved_model.load(str(serving_dir))
+    serve = saved.signatures[SERVING_SIGNATURE]
+    tick = time.perf_counter()
+    network = convert_onnx(export_dir / job_files.ONNX_FILE, work / "onnx2tf")
+    conversion_seconds = time.perf_counter() - tick
+    network_fn = tf.function(lambda d, c: first_output(network([d, c])))
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(str(export_dir / job_files.ONNX_FILE), options, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    torch_net = ProbabilityModel(load_torch_model(export_dir, layout, hparams)).eval()
+
+    def torch_call(d, c):
+        with torch.inference_mode():
+            return torch_net(torch.from_numpy(d), torch.from_numpy(c))
+
+    return (
+        saved,
+        {
+            "savedmodel_signature": lambda ex, d, c: serve(**{EXAMPLES_INPUT: ex}),
+            "converted_network": lambda ex, d, c: network_fn(tf.constant(d), tf.constant(c)),
+            "onnxruntime": lambda ex, d, c: session.run(None, {names[0]: d, names[1]: c}),
+            "torch": lambda ex, d, c: torch_call(d, c),
+        },
+        conversion_seconds,
+    )
+
+
+def serving(
+    export_dir: Path, serving_dir: Path, raw_eval_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, work: Path
+) -> dict:
+    import tensorflow as tf
+
+    saved, runtimes, conversion_seconds = _runtimes(export_dir, serving_dir, layout, hparams, work)
+    examples = _eval_rows(raw_eval_dir, max(BATCH_SIZES))
+    dense, categorical = _network_inputs(saved, examples, layout)
+    results: dict[str, dict[str, dict]] = {name: {} for name in runtimes}
+    for batch in BATCH_SIZES:
+        ex, d, c = tf.constant(examples[:batch]), dense[:batch], categorical[:batch]
+        for name, fn in runtimes.items():
+            results[name][str(batch)] = latency_ms(functools.partial(fn, ex, d, c))
+            logger.info("serving %s batch %s: %.3f ms", name, batch, results[name][str(batch)]["median_ms"])
+    ratio = results["converted_network"]["1024"]["median_ms"] / results["onnxruntime"]["1024"]["median_ms"]
+    return {
+        "threads": os.cpu_count(),
+        "latency": results,
+        "converted_vs_onnxruntime_at_1024": ratio,
+        "target": 1.5,
+        "onnx2tf_conversion_seconds": conversion_seconds,
+    }

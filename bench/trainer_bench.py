@@ -1,0 +1,153 @@
+"""Trainer benchmarks on a finished pipeline run's Transform output.
+
+* input path: examples/s per epoch when training reads the Transform output (TFRecords -> columnar
+  arrays -> memory-mapped shards), against the same model and loop on tensors already in memory;
+* DDP scaling: 1 worker against 2 workers (one thread each), real torchrun processes, by throughput and AUC.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from components.torch_trainer.features import FeatureLayout, layout_from_transform
+from components.torch_trainer.hparams import TrainerHParams
+from components.torch_trainer.job import RESULT_FILE, TrainJob, TrainResult
+from components.torch_trainer.launch import launch
+from components.torch_trainer.materialize import materialize
+from components.torch_trainer.shards import ArraySplit
+from components.torch_trainer.train import DistContext, Trainer
+from data.config import DatasetConfig
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformOutput:
+    graph_uri: str
+    split_uris: dict[str, str]
+
+    @classmethod
+    def of_run(cls, root: Path) -> TransformOutput:
+        transform = root / "tfx" / "Transform"
+        graphs = sorted((transform / "transform_graph").glob("*"))
+        examples = sorted((transform / "transformed_examples").glob("*"))
+        if not graphs or not examples:
+            raise RuntimeError(f"no Transform output under {transform}")
+        return cls(str(graphs[-1]), {s: str(examples[-1] / f"Split-{s}") for s in ("train", "eval")})
+
+    def layout_and_spec(self, dataset: DatasetConfig) -> tuple[FeatureLayout, dict]:
+        import tensorflow_transform as tft
+
+        output = tft.TFTransformOutput(self.graph_uri)
+        return layout_from_transform(dataset, output), output.transformed_feature_spec()
+
+
+def _job(data_dir: Path, work: Path, layout: FeatureLayout, hparams: TrainerHParams) -> TrainJob:
+    return TrainJob(
+        data_dir=str(data_dir),
+        model_dir=str(work / "model"),
+        run_dir=str(work / "run"),
+        layout=layout,
+        hparams=hparams,
+        mlflow_tracking_uri="",  # untracked: the benchmark measures training, not MLflow
+        mlflow_experiment="",
+        mlflow_run_name="",
+        mlflow_tags={},
+    )
+
+
+def _fixed_epochs(epochs: int, **overrides) -> TrainerHParams:
+    # Early stopping off (patience = epochs), so every variant runs the same number of epochs.
+    return TrainerHParams(epochs=epochs, early_stopping_patience=epochs, use_gpu=False, **overrides).validate()
+
+
+def _train_in_process(job: TrainJob, splits: tuple[ArraySplit, ArraySplit] | None) -> list[dict]:
+    """One rank (gloo, world size 1) in this process, one thread: the per-epoch history."""
+    torch.set_num_threads(job.hparams.threads_per_worker)
+    Path(job.run_dir).mkdir(parents=True, exist_ok=True)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        trainer = Trainer(job, DistContext(0, 0, 1, torch.device("cpu")), splits)
+        trainer.train()
+        return trainer.history
+    finally:
+        dist.destroy_process_group()
+
+
+def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int) -> dict:
+    shutil.rmtree(work, ignore_errors=True)
+    layout, spec = transform.layout_and_spec(dataset)
+    hparams = _fixed_epochs(epochs, num_workers=1)
+    arrays = work / "arrays"
+    started = time.perf_counter()
+    counts = materialize(transform.split_uris, layout, spec, arrays)
+    materialize_seconds = time.perf_counter() - started
+    from_transform = _train_in_process(_job(arrays, work / "from_transform", layout, hparams), None)
+    total_from_transform = time.perf_counter() - started
+
+    in_memory = (ArraySplit.load(arrays / "train", mmap=False), ArraySplit.load(arrays / "eval", mmap=False))
+    started = time.perf_counter()
+    limit = _train_in_process(_job(arrays, work / "in_memory", layout, hparams), in_memory)
+    total_in_memory = time.perf_counter() - started
+
+    rows = counts["train"] * epochs
+    per_epoch = [h["examples_per_second"] for h in from_transform]
+    per_epoch_limit = [h["examples_per_second"] for h in limit]
+    return {
+        "train_rows": counts["train"],
+        "eval_rows": counts["eval"],
+        "epochs": epochs,
+        "materialize_seconds": materialize_seconds,
+        "examples_per_second_per_epoch": {"transform_output": per_epoch, "in_memory": per_epoch_limit},
+        # The whole cost of reading the Transform output (parse + columnar write + load), spread over the epochs.
+        "examples_per_second_overall": {
+            "transform_output": rows / total_from_transform,
+            "in_memory": rows / total_in_memory,
+        },
+        "ratio_overall": total_in_memory / total_from_transform,
+        "ratio_steady_state": (sum(per_epoch[1:]) / max(len(per_epoch) - 1, 1))
+        / (sum(per_epoch_limit[1:]) / max(len(per_epoch_limit) - 1, 1)),
+        "target": 0.9,
+    }
+
+
+def _torchrun(arrays: Path, work: Path, layout: FeatureLayout, hparams: TrainerHParams) -> dict:
+    job = _job(arrays, work, layout, hparams)
+    Path(job.run_dir).mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    launch(job, work / "job.json", work / "train.log")
+    wall = time.perf_counter() - started
+    result = TrainResult.load(Path(job.run_dir) / RESULT_FILE)
+    return {
+        "workers": hparams.num_workers,
+        "examples_per_second": result.examples_per_second,
+        "train_seconds": result.seconds,
+        "wall_seconds_with_process_start": wall,
+        "eval_auc": result.eval_auc,
+        "epochs": result.epochs_run,
+    }
+
+
+def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int) -> dict:
+    shutil.rmtree(work, ignore_errors=True)
+    layout, spec = transform.layout_and_spec(dataset)
+    arrays = work / "arrays"
+    counts = materialize(transform.split_uris, layout, spec, arrays)
+    runs = [_torchrun(arrays, work / f"workers_{n}", layout, _fixed_epochs(epochs, num_workers=n)) for n in (1, 2)]
+    one, two = runs
+    return {
+        "train_rows": counts["train"],
+        "runs": runs,
+        "speedup": two["examples_per_second"] / one["examples_per_second"],
+        "speedup_wall": one["wall_seconds_with_process_start"] / two["wall_seconds_with_process_start"],
+        "auc_difference": abs(two["eval_auc"] - one["eval_auc"]),
+        "target_speedup": 1.7,
+        "target_auc_difference": 0.005,
+    }
