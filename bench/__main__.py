@@ -29,7 +29,7 @@ def _write(name: str, payload: dict, out: Path) -> None:
     logging.getLogger("bench").info("wrote %s", out / f"{name}.json")
 
 
-def _reference(work: Path, beam_workers: int) -> dict:
+def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
     from bench import pipelines, scoring
     from data.config import load_dataset_config
     from data.sources import default_data_dir
@@ -37,10 +37,15 @@ def _reference(work: Path, beam_workers: int) -> dict:
     dataset = load_dataset_config("taxi")
     data_dir = default_data_dir(dataset)
     args = pipelines.beam_args(beam_workers, dataset, work)
-    for name in ("reference", "ours"):
-        shutil.rmtree(work / name, ignore_errors=True)  # cold pipeline roots
-    reference = pipelines.run_reference(work / "reference", data_dir, args)
-    ours = pipelines.run_ours(work / "ours", data_dir, "taxi", beam_workers)
+    runs_file = work / "reference_runs.json"
+    if reuse_runs and runs_file.exists():  # re-score the last runs without running them again
+        reference, ours = (pipelines.PipelineRun.from_dict(r) for r in json.loads(runs_file.read_text()))
+    else:
+        for name in ("reference", "ours"):
+            shutil.rmtree(work / name, ignore_errors=True)  # cold pipeline roots
+        reference = pipelines.run_reference(work / "reference", data_dir, args)
+        ours = pipelines.run_ours(work / "ours", data_dir, "taxi", beam_workers)
+        runs_file.write_text(json.dumps([reference.to_dict(), ours.to_dict()]))
     eval_dir = pipelines.eval_examples_dir(work / "ours")
     ours_metrics = scoring.tfma_metrics(
         pipelines.only_subdir(work / "ours" / "serving" / "taxi"), eval_dir, scoring.our_model_spec(dataset),
@@ -54,7 +59,7 @@ def _reference(work: Path, beam_workers: int) -> dict:
         "beam_args": args,
         "reference": {**reference.to_dict(), "metrics": reference_metrics},
         "ours": {**ours.to_dict(), "metrics": ours_metrics},
-        "wall_ratio": ours.process.wall_seconds / reference.process.wall_seconds,
+        "wall_ratio": ours.wall_seconds / reference.wall_seconds,
         "target_wall_ratio": 0.8,
         "target_auc": 0.935,
     }
@@ -99,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--beam-workers", type=int, default=2)
     parser.add_argument("--scale-rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--trainer-epochs", type=int, default=3)
+    parser.add_argument("--reuse-runs", action="store_true", help="re-score the last reference/ours runs")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -110,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
 
     taxi = load_dataset_config("taxi")
     steps = {
-        "reference": lambda: _reference(work, args.beam_workers),
+        "reference": lambda: _reference(work, args.beam_workers, args.reuse_runs),
         "serving": lambda: _serving(work),
         "scale": lambda: scale_bench.scale(args.scale_rows, work, args.beam_workers),
         "input_path": lambda: trainer_bench.input_path(

@@ -22,17 +22,20 @@ REFERENCE_PREPROCESSING = "transform_features"
 class PipelineRun:
     name: str
     root: Path
-    process: ProcessRun
+    wall_seconds: float  # the whole command, interpreter start and imports included
+    peak_rss_gib: float  # summed over the process tree
     stages: dict[str, float]  # component id -> seconds, from ML Metadata
 
+    @classmethod
+    def measured(cls, name: str, root: Path, process: ProcessRun) -> PipelineRun:
+        return cls(name, root, process.wall_seconds, process.peak_rss_gib, stage_seconds(root))
+
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "root": str(self.root),
-            "wall_seconds": self.process.wall_seconds,
-            "peak_rss_gib": self.process.peak_rss_gib,
-            "stages": self.stages,
-        }
+        return {**dataclasses.asdict(self), "root": str(self.root)}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> PipelineRun:
+        return cls(**{**raw, "root": Path(raw["root"])})
 
 
 def stage_seconds(root: Path) -> dict[str, float]:
@@ -62,7 +65,7 @@ def run_ours(root: Path, data_dir: Path, dataset: str, beam_workers: int, extra:
     ]  # fmt: skip
     process = run_measured(command, root.parent / f"{root.name}.log")
     require_success(process, f"torchtfx run ({root})")
-    return PipelineRun("torchtfx", root, process, stage_seconds(root))
+    return PipelineRun.measured("torchtfx", root, process)
 
 
 def run_reference(root: Path, data_dir: Path, args: list[str]) -> PipelineRun:
@@ -70,7 +73,7 @@ def run_reference(root: Path, data_dir: Path, args: list[str]) -> PipelineRun:
     command += [f"--beam-arg={arg}" for arg in args]
     process = run_measured(command, root.parent / f"{root.name}.log", env={"TF_USE_LEGACY_KERAS": "1"})
     require_success(process, f"reference pipeline ({root})")
-    return PipelineRun("tfx_taxi_native_keras", root, process, stage_seconds(root))
+    return PipelineRun.measured("tfx_taxi_native_keras", root, process)
 
 
 def only_subdir(directory: Path) -> Path:

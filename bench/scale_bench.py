@@ -43,7 +43,7 @@ def scale(sizes: list[int], work: Path, beam_workers: int, seed: int = 7, keep_d
             }
         )
         logger.info(
-            "scale %s rows: %.1f s, peak RSS %.2f GiB", rows, run.process.wall_seconds, run.process.peak_rss_gib
+            "scale %s rows: %.1f s, peak RSS %.2f GiB", rows, run.wall_seconds, run.peak_rss_gib
         )
         if not keep_data:
             shutil.rmtree(data_dir)

@@ -17,7 +17,13 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
     from pipeline.gates import GateConfig
 
     ours = build_eval_config(dataset, GateConfig.from_dict(dataset.gates))
-    eval_config = tfma.EvalConfig(model_specs=[model_spec], slicing_specs=[OVERALL], metrics_specs=ours.metrics_specs)
+    metrics_specs = [tfma.MetricsSpec() for _ in ours.metrics_specs]
+    for spec, our_spec in zip(metrics_specs, ours.metrics_specs, strict=True):
+        spec.CopyFrom(our_spec)
+        for metric in spec.metrics:  # the metrics without our gates: a lone model has no baseline to compare
+            metric.ClearField("threshold")
+            metric.ClearField("per_slice_thresholds")
+    eval_config = tfma.EvalConfig(model_specs=[model_spec], slicing_specs=[OVERALL], metrics_specs=metrics_specs)
     shared = tfma.default_eval_shared_model(eval_saved_model_path=str(model_dir), eval_config=eval_config)
     tfma.run_model_analysis(
         eval_shared_model=shared,

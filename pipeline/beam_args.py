@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+BEAM_MODE_AUTO = "auto"
+BEAM_MODES = (BEAM_MODE_AUTO, "in_memory", "multi_processing")
+# Inputs below this run every Beam stage in the pipeline process (--direct_running_mode=in_memory).
+SMALL_INPUT_BYTES = 32 * 2**20
+
 # The flags through which Beam workers get their Python code. TFX checks for the same list
 # (tfx.utils.dependency_utils.make_beam_dependency_flags).
 DEPENDENCY_FLAGS = (

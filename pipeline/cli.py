@@ -16,6 +16,7 @@ from components.torch_trainer.hparams import HParamsError, TrainerHParams
 from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES, TrackingUnavailableError
 from data.config import DatasetConfigError, load_dataset_config
 from data.sources import DataSourceError
+from pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
 from pipeline.gates import GateConfig, GateConfigError
 
 logger = logging.getLogger("torchtfx")
@@ -112,6 +113,13 @@ def cli(verbose: bool) -> None:
     show_default=True,
     help="Beam DirectRunner processes.",
 )
+@click.option(
+    "--beam-mode",
+    type=click.Choice(BEAM_MODES),
+    default=BEAM_MODE_AUTO,
+    show_default=True,
+    help="Beam DirectRunner: in_memory (one process), multi_processing, or auto (in_memory below 32 MiB of CSV).",
+)
 @click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
 @click.option(
     "--mlflow-unreachable",
@@ -133,6 +141,7 @@ def run(
     seed,
     num_workers,
     beam_workers,
+    beam_mode,
     no_cache,
     mlflow_unreachable,
 ):
@@ -153,6 +162,7 @@ def run(
             hparams=hparams,
             gates=GateConfig.from_dict(dataset_cfg.gates, auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
             beam_workers=beam_workers,
+            beam_mode=beam_mode,
             enable_cache=not no_cache,
             mlflow_unreachable=mlflow_unreachable,
         )

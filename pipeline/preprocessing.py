@@ -32,14 +32,44 @@ def _values(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
     return x.values if isinstance(x, tf.SparseTensor) else x
 
 
+def _as_float(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor | tf.SparseTensor:
+    if isinstance(x, tf.SparseTensor):
+        return tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
+    return tf.cast(x, tf.float32)
+
+
 def numeric_feature(x: tf.Tensor | tf.SparseTensor, default: float | None) -> tf.Tensor:
     """float32 [batch]; missing values become ``default`` or, if unset, the feature's mean."""
-    if isinstance(x, tf.SparseTensor):
-        x = tf.SparseTensor(x.indices, tf.cast(x.values, tf.float32), x.dense_shape)
-    else:
-        x = tf.cast(x, tf.float32)
+    x = _as_float(x)
     fill = tf.constant(default, tf.float32) if default is not None else tft.mean(_values(x))
     return _to_dense(x, fill)
+
+
+# Every analyzer below reads the raw present values, never another analyzer's output: TFT then computes
+# them all in one pass over the data. Filling with the mean first and analyzing the filled column (as
+# tft.scale_to_z_score(numeric_feature(x)) would) makes a second full pass over the data.
+
+
+def z_scored(x: tf.Tensor | tf.SparseTensor, default: float | None, name: str) -> tf.Tensor:
+    """(x - mean) / std over the present values; a missing value becomes ``default`` (z-scored), or 0 (the mean)."""
+    if default is not None:
+        return tft.scale_to_z_score(numeric_feature(x, default), name=name)
+    x = _as_float(x)
+    with tf.compat.v1.name_scope(name):
+        values = _values(x)
+        mean, var = tft.mean(values), tft.var(values)
+        centered = _to_dense(x, mean) - mean
+        return tf.where(var > 0, centered * tf.math.rsqrt(var), centered)
+
+
+def bucketized(x: tf.Tensor | tf.SparseTensor, default: float | None, num_buckets: int, name: str) -> tf.Tensor:
+    """Quantile bucket ids of the present values; a missing value gets the bucket of ``default`` or the mean."""
+    x = _as_float(x)
+    with tf.compat.v1.name_scope(name):
+        values = _values(x)
+        boundaries = tft.quantiles(values, num_buckets, epsilon=min(1.0 / num_buckets, 0.01))  # tft.bucketize's
+        fill = tf.constant(default, tf.float32) if default is not None else tft.mean(values)
+        return tft.apply_buckets(_to_dense(x, fill), boundaries)
 
 
 def categorical_feature(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tensor:
@@ -77,9 +107,7 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
     """The feature transformations of one dataset (pure TFT; no TFX glue)."""
     outputs: dict[str, tf.Tensor] = {}
     for key in cfg.dense:
-        outputs[transformed_name(key)] = tft.scale_to_z_score(
-            numeric_feature(inputs[key], cfg.defaults.get(key)), name=f"zscore_{key}"
-        )
+        outputs[transformed_name(key)] = z_scored(inputs[key], cfg.defaults.get(key), name=f"zscore_{key}")
     for key in cfg.categorical:
         outputs[transformed_name(key)] = tft.compute_and_apply_vocabulary(
             categorical_feature(inputs[key], cfg.defaults.get(key)),
@@ -89,8 +117,8 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
             name=f"vocabulary_{key}",
         )
     for key, num_buckets in cfg.bucketized.items():
-        outputs[transformed_name(key)] = tft.bucketize(
-            numeric_feature(inputs[key], cfg.defaults.get(key)), num_buckets, name=f"bucketize_{key}"
+        outputs[transformed_name(key)] = bucketized(
+            inputs[key], cfg.defaults.get(key), num_buckets, name=f"bucketize_{key}"
         )
     outputs[cfg.label_key] = label_fn(inputs, cfg.label)
     return outputs

@@ -4,7 +4,7 @@ import pytest
 from tfx.utils import dependency_utils
 
 from data.config import load_dataset_config
-from pipeline.beam_args import with_dependency
+from pipeline.beam_args import SMALL_INPUT_BYTES, with_dependency
 from pipeline.local_runner import LocalSettings
 
 
@@ -31,3 +31,26 @@ def test_missing_flag_is_appended():
 def test_a_flag_that_is_not_a_dependency_flag_is_refused():
     with pytest.raises(ValueError, match="not a Beam dependency flag"):
         with_dependency([], "--temp_location=gs://x")
+
+
+def _settings(tmp_path, csv_bytes: int, mode: str = "auto") -> LocalSettings:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "part.csv").write_text("a,b\n" + "1,2\n" * (csv_bytes // 4))
+    return LocalSettings(
+        dataset=load_dataset_config("taxi"), pipeline_root=tmp_path / "root", data_dir=data, beam_mode=mode
+    )
+
+
+def test_auto_mode_runs_small_inputs_in_process(tmp_path):
+    args = _settings(tmp_path, 1000).beam_args()
+    assert "--direct_running_mode=in_memory" in args and "--direct_num_workers=1" in args
+
+
+def test_auto_mode_uses_worker_processes_for_large_inputs(tmp_path):
+    args = _settings(tmp_path, SMALL_INPUT_BYTES + 4096).beam_args()
+    assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=2" in args
+
+
+def test_explicit_mode_wins_over_input_size(tmp_path):
+    assert "--direct_running_mode=multi_processing" in _settings(tmp_path, 10, "multi_processing").beam_args()
