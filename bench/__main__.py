@@ -68,16 +68,14 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
 def _serving(work: Path) -> dict:
     from bench import pipelines
     from bench.serving_bench import serving
-    from bench.trainer_bench import TransformOutput
-    from components.torch_trainer.flow import EXPORT_DIR, load_torch_model
+    from components.torch_trainer.features import FeatureLayout
+    from components.torch_trainer.flow import EXPORT_DIR, LAYOUT_FILE, load_torch_model
     from components.torch_trainer.hparams import TrainerHParams
     from components.torch_trainer.parity import measure_parity
-    from data.config import load_dataset_config
 
     root = work / "ours"
-    dataset = load_dataset_config("taxi")
-    layout, _ = TransformOutput.of_run(root).layout_and_spec(dataset)
-    export_dir = sorted((root / "tfx" / "TorchTrainer" / "model").glob(f"*/{EXPORT_DIR}"))[-1]
+    export_dir = pipelines.only_subdir(root / "tfx" / "TorchTrainer" / "model") / EXPORT_DIR
+    layout = FeatureLayout.from_json((export_dir / LAYOUT_FILE).read_text())  # the model's own column order
     serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
     raw_eval = pipelines.eval_examples_dir(root)
     hparams = TrainerHParams()  # `torchtfx run` defaults, as the reference benchmark ran it

@@ -114,13 +114,14 @@ def _serving_section(r: dict) -> list[str]:
         "| batch | " + " | ".join(names) + " |",
         "|---:|" + "---:|" * len(names),
     ]
-    for batch in next(iter(r["latency"].values())):
+    for batch in sorted(next(iter(r["latency"].values())), key=int):
         lines.append(f"| {batch} | " + " | ".join(f"{r['latency'][n][batch]['median_ms']:.3f}" for n in names) + " |")
     lines += [
         "",
         f"Converted network / onnxruntime at batch 1024: {r['converted_vs_onnxruntime_at_1024']:.2f} "
         f"(target ≤ {r['target']}): {_met(r['converted_vs_onnxruntime_at_1024'] <= r['target'])}. "
-        f"onnx2tf conversion {r['onnx2tf_conversion_seconds']:.1f} s; parity over {r['parity_examples']} eval rows: "
+        f"onnx2tf conversion {r['onnx2tf_conversion_seconds']:.1f} s (in a warm process); "
+        f"parity over {r['parity_examples']} eval rows: "
         f"max |SavedModel - PyTorch| = {r['parity_max_abs_diff']:.2e}.",
         "",
         "![serving latency](serving_latency.png)",
@@ -182,7 +183,7 @@ def _plots(results: dict, out: Path) -> None:
     if "serving" in results:
         r = results["serving"]
         names = list(r["latency"])
-        batches = list(next(iter(r["latency"].values())))
+        batches = sorted(next(iter(r["latency"].values())), key=int)
         fig, ax = plt.subplots(figsize=(8, 4))
         width = 0.8 / len(names)
         for i, name in enumerate(names):

@@ -42,9 +42,7 @@ def scale(sizes: list[int], work: Path, beam_workers: int, seed: int = 7, keep_d
                 "eval_examples": metrics.get("example_count"),
             }
         )
-        logger.info(
-            "scale %s rows: %.1f s, peak RSS %.2f GiB", rows, run.wall_seconds, run.peak_rss_gib
-        )
+        logger.info("scale %s rows: %.1f s, peak RSS %.2f GiB", rows, run.wall_seconds, run.peak_rss_gib)
         if not keep_data:
             shutil.rmtree(data_dir)
     result: dict = {"runs": runs, "rss_target_gib": RSS_TARGET_GIB, "time_ratio_target": TIME_RATIO_TARGET}

@@ -67,8 +67,11 @@ class DatasetConfig:
 
     @property
     def embedded_features(self) -> tuple[str, ...]:
-        """Features that enter the model as integer ids (categorical, then bucketized)."""
-        return self.categorical + tuple(self.bucketized)
+        """Features that enter the model as integer ids (categorical, then bucketized by name).
+
+        Bucketized features are sorted: the config reaches the executors as JSON with sorted keys, so a
+        config read from YAML must give the same order, or a model would be fed its columns shuffled."""
+        return self.categorical + tuple(sorted(self.bucketized))
 
     @property
     def raw_feature_columns(self) -> tuple[str, ...]:

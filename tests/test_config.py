@@ -81,3 +81,9 @@ def test_security_config_paths_cannot_escape_their_root(tmp_path, text, message)
     """Relative paths in a dataset config are normalized and stay inside the project (or the package)."""
     with pytest.raises(DatasetConfigError, match=re.escape(message)):
         load_dataset_config(_write(tmp_path, text))
+
+
+def test_embedded_feature_order_survives_the_json_round_trip():
+    """Executors get the config as sorted-key JSON; a YAML-loaded config must order model columns alike."""
+    cfg = load_dataset_config("taxi")
+    assert cfg.embedded_features == DatasetConfig.from_json(cfg.to_json()).embedded_features
