@@ -24,6 +24,8 @@ class ProcessRun:
     wall_seconds: float
     peak_rss_bytes: int  # the largest sum of RSS over the process and all its descendants at one instant
     log: str
+    peak_at_seconds: float = 0.0
+    peak_breakdown: dict[str, int] = dataclasses.field(default_factory=dict)  # "pid command" -> RSS at the peak
 
     @property
     def peak_rss_gib(self) -> float:
@@ -37,25 +39,32 @@ class TreeRssSampler:
     def __init__(self, pid: int) -> None:
         self.root = psutil.Process(pid)
         self.peak = 0
+        self.peak_breakdown: dict[str, int] = {}
+        self.peak_at_seconds = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def _tree_rss(self) -> int:
-        total = 0
+    def _tree_rss(self) -> tuple[int, dict[str, int]]:
+        """Total RSS, and RSS per process (``pid command``) at this instant."""
         try:
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            return 0
+            return 0, {}
+        each = {}
         for proc in procs:
             try:
-                total += proc.memory_info().rss
+                each[f"{proc.pid} {' '.join(proc.cmdline())[:120]}"] = proc.memory_info().rss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        return total
+        return sum(each.values()), each
 
     def _poll(self) -> None:
+        started = time.perf_counter()
         while not self._stop.is_set():
-            self.peak = max(self.peak, self._tree_rss())
+            total, each = self._tree_rss()
+            if total > self.peak:
+                # Which processes held the memory at the peak, and when: the evidence for where it goes.
+                self.peak, self.peak_breakdown, self.peak_at_seconds = total, each, time.perf_counter() - started
             self._stop.wait(_SAMPLE_SECONDS)
 
     def __enter__(self) -> TreeRssSampler:
@@ -81,7 +90,9 @@ def run_measured(
         with TreeRssSampler(proc.pid) as sampler:
             returncode = proc.wait()
     wall = time.perf_counter() - started
-    return ProcessRun(command, returncode, wall, sampler.peak, str(log_path))
+    return ProcessRun(
+        command, returncode, wall, sampler.peak, str(log_path), sampler.peak_at_seconds, sampler.peak_breakdown
+    )
 
 
 def require_success(run: ProcessRun, what: str) -> None:

@@ -25,10 +25,16 @@ class PipelineRun:
     wall_seconds: float  # the whole command, interpreter start and imports included
     peak_rss_gib: float  # summed over the process tree
     stages: dict[str, float]  # component id -> seconds, from ML Metadata
+    peak_at_seconds: float = 0.0
+    peak_rss_mib_by_process: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def measured(cls, name: str, root: Path, process: ProcessRun) -> PipelineRun:
-        return cls(name, root, process.wall_seconds, process.peak_rss_gib, stage_seconds(root))
+        by_process = {k: round(v / 2**20) for k, v in process.peak_breakdown.items()}
+        return cls(
+            name, root, process.wall_seconds, process.peak_rss_gib, stage_seconds(root), process.peak_at_seconds,
+            by_process,
+        )  # fmt: skip
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "root": str(self.root)}

@@ -2,8 +2,9 @@
 
 ``python -m bench.profile --root runs/bench/profile`` runs ``torchtfx run`` under
 ``py-spy record --subprocesses`` and sorts every sample into the categories the optimization work asks
-about (imports in fresh processes, TF tracing, tf.Example parsing, ...). Writes ``profile.json`` and the
-raw collapsed stacks next to the results.
+about (imports in fresh processes, TF tracing, tf.Example parsing, ...), overall and per component.
+Writes ``<out>/<name>.json``; the raw collapsed stacks stay beside the run root. py-spy slows what it
+samples (several times over for the DDP workers): read the CPU seconds as shares, not as timings.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ CATEGORIES = (
     ("Beam runner and workers", ("apache_beam",)),
     ("ML Metadata / MLflow", ("ml_metadata", "mlflow", "sqlalchemy")),
     ("PyTorch (other)", ("torch/",)),
+)
+# The component whose executor a sample's stack runs under (the pipeline process runs every executor).
+STAGES = (
+    ("Transform", "tfx/components/transform/executor.py"),
+    ("Evaluator", "tfx/components/evaluator/executor.py"),
+    ("TorchTrainer", "components/torch_trainer/executor.py"),
+    ("StatisticsGen", "tfx/components/statistics_gen"),
+    ("CsvExampleGen", "example_gen"),
+    ("ChampionModel", "components/champion"),
+    ("Promoter", "components/promoter"),
+    ("DataGate", "components/data_gate"),
 )
 _RECORD = re.compile(r"^(?P<stack>.*) (?P<count>\d+)$", re.S)
 _PROCESS = re.compile(r'process \d+:"(?P<cmd>[^"]*)"')
@@ -68,10 +80,13 @@ def categorize(raw: str, rate_hz: int = RATE_HZ) -> dict:
     by_category: collections.Counter[str] = collections.Counter()
     by_process: collections.Counter[str] = collections.Counter()
     by_leaf: collections.Counter[str] = collections.Counter()
+    by_stage: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for commands, frames, count in _records(raw):
         joined = ";".join(frames)
         category = next((name for name, keys in CATEGORIES if any(k in joined for k in keys)), "other")
         by_category[category] += count
+        stage = next((name for name, key in STAGES if key in joined), "outside executors (workers, start-up)")
+        by_stage[stage][category] += count
         by_process[_process_kind(commands)] += count
         if frames:
             by_leaf[frames[-1]] += count
@@ -85,13 +100,17 @@ def categorize(raw: str, rate_hz: int = RATE_HZ) -> dict:
         "cpu_seconds_by_category": seconds(by_category),
         "cpu_seconds_by_process": seconds(by_process),
         "top_leaf_functions": seconds(by_leaf, 25),
+        "cpu_seconds_by_stage": {
+            stage: {"total": round(sum(c.values()) / rate_hz, 1), **seconds(c, 5)}
+            for stage, c in sorted(by_stage.items(), key=lambda kv: -sum(kv[1].values()))
+        },
     }
 
 
-def profile_pipeline(root: Path, out: Path, data_dir: Path | None = None) -> dict:
+def profile_pipeline(root: Path, out: Path, name: str, data_dir: Path | None = None) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
-    raw_path = out / "profile_raw.txt"
+    raw_path = root.parent / f"{root.name}_raw.txt"  # tens of MB: kept beside the run, not in the results
     torchtfx = str(Path(sys.executable).with_name("torchtfx"))
     py_spy = str(Path(sys.executable).with_name("py-spy"))
     command = [py_spy, "record", "--subprocesses", "--rate", str(RATE_HZ), "--format", "raw", "-o", str(raw_path)]
@@ -101,7 +120,7 @@ def profile_pipeline(root: Path, out: Path, data_dir: Path | None = None) -> dic
     process = run_measured(command, root.parent / f"{root.name}.log")
     require_success(process, "py-spy record of torchtfx run")
     result = {"wall_seconds": process.wall_seconds, **categorize(raw_path.read_text())}
-    (out / "profile.json").write_text(json.dumps(result, indent=2))
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2))
     return result
 
 
@@ -110,9 +129,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, default=Path("runs/bench/profile"))
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--data-dir", type=Path)
+    parser.add_argument("--name", default="profile", help="results file name, without .json")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    print(json.dumps(profile_pipeline(args.root.resolve(), args.out, args.data_dir), indent=2))
+    print(json.dumps(profile_pipeline(args.root.resolve(), args.out, args.name, args.data_dir), indent=2))
 
 
 if __name__ == "__main__":

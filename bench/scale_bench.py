@@ -31,6 +31,7 @@ def scale(sizes: list[int], work: Path, beam_workers: int, seed: int = 7, keep_d
         data_dir = work / f"data_{rows}"
         generate_seconds = _generate(rows, data_dir, seed)
         root = work / f"ours_{rows}"
+        shutil.rmtree(root, ignore_errors=True)  # a cold root: MLMD caching would otherwise reuse the last run
         run = run_ours(root, data_dir, "taxi", beam_workers)
         metrics = evaluator_metrics(root)
         runs.append(
