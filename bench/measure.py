@@ -26,6 +26,9 @@ class ProcessRun:
     log: str
     peak_at_seconds: float = 0.0
     peak_breakdown: dict[str, int] = dataclasses.field(default_factory=dict)  # "pid command" -> RSS at the peak
+    # Of the peak, the file-backed and shared pages (statm's "shared": mostly TF's and torch's libraries, which
+    # every process maps and RSS counts once per process).
+    peak_shared_bytes: int = 0
 
     @property
     def peak_rss_gib(self) -> float:
@@ -41,30 +44,34 @@ class TreeRssSampler:
         self.peak = 0
         self.peak_breakdown: dict[str, int] = {}
         self.peak_at_seconds = 0.0
+        self.peak_shared = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def _tree_rss(self) -> tuple[int, dict[str, int]]:
-        """Total RSS, and RSS per process (``pid command``) at this instant."""
+    def _tree_rss(self) -> tuple[int, dict[str, int], int]:
+        """Total RSS, RSS per process (``pid command``), and the shared part of the total, at this instant."""
         try:
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            return 0, {}
-        each = {}
+            return 0, {}, 0
+        each, shared = {}, 0
         for proc in procs:
             try:
-                each[f"{proc.pid} {' '.join(proc.cmdline())[:120]}"] = proc.memory_info().rss
+                info = proc.memory_info()
+                each[f"{proc.pid} {' '.join(proc.cmdline())[:120]}"] = info.rss
+                shared += info.shared
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        return sum(each.values()), each
+        return sum(each.values()), each, shared
 
     def _poll(self) -> None:
         started = time.perf_counter()
         while not self._stop.is_set():
-            total, each = self._tree_rss()
+            total, each, shared = self._tree_rss()
             if total > self.peak:
                 # Which processes held the memory at the peak, and when: the evidence for where it goes.
-                self.peak, self.peak_breakdown, self.peak_at_seconds = total, each, time.perf_counter() - started
+                self.peak, self.peak_breakdown, self.peak_shared = total, each, shared
+                self.peak_at_seconds = time.perf_counter() - started
             self._stop.wait(_SAMPLE_SECONDS)
 
     def __enter__(self) -> TreeRssSampler:
@@ -91,7 +98,14 @@ def run_measured(
             returncode = proc.wait()
     wall = time.perf_counter() - started
     return ProcessRun(
-        command, returncode, wall, sampler.peak, str(log_path), sampler.peak_at_seconds, sampler.peak_breakdown
+        command,
+        returncode,
+        wall,
+        sampler.peak,
+        str(log_path),
+        sampler.peak_at_seconds,
+        sampler.peak_breakdown,
+        sampler.peak_shared,
     )
 
 

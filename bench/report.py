@@ -134,17 +134,23 @@ def _scale_section(r: dict) -> list[str]:
     lines = [
         "## 5. Scale (synthetic taxi-like data, taxi schema)",
         "",
-        "| rows | wall (s) | peak RSS (GiB) | AUC | slowest stages (s) |",
-        "|---:|---:|---:|---:|---|",
+        "| rows | wall (s) | peak RSS (GiB) | of it shared/file-backed | at (s) | AUC | slowest stages (s) |",
+        "|---:|---:|---:|---:|---:|---:|---|",
     ]
     for run in r["runs"]:
         slow = sorted(run["stages"].items(), key=lambda kv: -kv[1])[:4]
         auc = run.get("auc")
         lines.append(
             f"| {run['rows']:,} | {run['wall_seconds']:.0f} | {run['peak_rss_gib']:.2f} | "
+            f"{run.get('peak_shared_gib', 0.0):.2f} | {run.get('peak_at_seconds', 0.0):.0f} | "
             f"{'n/a' if auc is None else f'{auc:.4f}'} | " + ", ".join(f"{k} {v:.0f}" for k, v in slow) + " |"
         )
     peak = max(run["peak_rss_gib"] for run in r["runs"])
+    lines += ["", "Processes at the peak (MiB of RSS):", ""]
+    for run in r["runs"]:
+        by_process = sorted(run.get("peak_rss_mib_by_process", {}).items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{_process_label(name)} {mib}" for name, mib in by_process if mib >= 64)
+        lines.append(f"- {run['rows']:,} rows: {shown}")
     lines += ["", f"Peak RSS {peak:.2f} GiB (target ≤ {r['rss_target_gib']}): {_met(peak <= r['rss_target_gib'])}."]
     if "time_ratio" in r:
         lines.append(
@@ -153,6 +159,17 @@ def _scale_section(r: dict) -> list[str]:
             f"{_met(r['time_ratio'] <= r['time_ratio_target'])}."
         )
     return [*lines, "", "![scale stages](scale_stages.png)", ""]
+
+
+def _process_label(name: str) -> str:
+    """``pid command`` -> a short role name."""
+    if "sdk_worker_main" in name:
+        return "Beam worker"
+    if "torch.distributed.run" in name:
+        return "DDP launcher"
+    if "--job" in name:
+        return "DDP worker"
+    return "pipeline process"
 
 
 def _plots(results: dict, out: Path) -> None:

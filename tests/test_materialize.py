@@ -1,0 +1,84 @@
+"""The Trainer's materialize step: Transform's TFRecords -> .npy columns, streamed chunk by chunk."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from components.torch_trainer import materialize
+from components.torch_trainer.features import FeatureLayout
+from components.torch_trainer.shards import ArraySplit
+
+LAYOUT = FeatureLayout(dense=("a_xf", "b_xf"), embedded=("c_xf",), cardinalities=(5,), label="y")
+SPEC = {
+    "a_xf": tf.io.FixedLenFeature([], tf.float32),
+    "b_xf": tf.io.FixedLenFeature([], tf.float32),
+    "c_xf": tf.io.FixedLenFeature([], tf.int64),
+    "y": tf.io.FixedLenFeature([], tf.int64),
+}
+
+
+def _write_examples(split_dir, rows: list[tuple[float, float, int, int]], files: int = 2) -> None:
+    split_dir.mkdir(parents=True)
+    for part in range(files):
+        options = tf.io.TFRecordOptions(compression_type="GZIP")
+        with tf.io.TFRecordWriter(str(split_dir / f"data-{part}.gz"), options) as writer:
+            for a, b, c, y in rows[part::files]:
+                feature = {
+                    "a_xf": tf.train.Feature(float_list=tf.train.FloatList(value=[a])),
+                    "b_xf": tf.train.Feature(float_list=tf.train.FloatList(value=[b])),
+                    "c_xf": tf.train.Feature(int64_list=tf.train.Int64List(value=[c])),
+                    "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[y])),
+                }
+                writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+def _rows(n: int) -> list[tuple[float, float, int, int]]:
+    return [(i * 0.5, -float(i), i % 5, i % 2) for i in range(n)]
+
+
+def test_split_streams_in_chunks_into_loadable_arrays(tmp_path, monkeypatch):
+    monkeypatch.setattr(materialize, "_PARSE_BATCH", 7)  # many chunks, the last one partial
+    rows = _rows(50)
+    _write_examples(tmp_path / "Split-train", rows)
+
+    counts = materialize.materialize({"train": str(tmp_path / "Split-train")}, LAYOUT, SPEC, tmp_path / "arrays")
+
+    assert counts == {"train": 50}
+    split = ArraySplit.load(tmp_path / "arrays" / "train")
+    assert split.dense.dtype == np.float32 and split.dense.shape == (50, 2)
+    assert split.categorical.dtype == np.int64 and split.categorical.shape == (50, 1)
+    # Files are read in name order; within each, rows keep their order.
+    expected = rows[0::2] + rows[1::2]
+    np.testing.assert_array_equal(split.dense, np.array([(a, b) for a, b, _, _ in expected], np.float32))
+    np.testing.assert_array_equal(split.categorical[:, 0], [c for _, _, c, _ in expected])
+    np.testing.assert_array_equal(split.label, [y for *_, y in expected])
+    assert not list((tmp_path / "arrays" / "train").glob("*.raw"))
+
+
+def test_an_id_outside_the_vocabulary_is_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(materialize, "_PARSE_BATCH", 4)
+    rows = _rows(12)
+    rows[9] = (0.0, 0.0, 7, 1)  # the vocabulary has 5 entries
+    _write_examples(tmp_path / "Split-eval", rows, files=1)
+
+    with pytest.raises(ValueError, match=r"feature c_xf has ids in \[\d, 7\] \(rows from 8\).*5 entries"):
+        materialize.write_split(str(tmp_path / "Split-eval"), LAYOUT, SPEC, tmp_path / "out")
+
+
+def test_non_finite_dense_values_are_refused(tmp_path):
+    rows = _rows(6)
+    rows[3] = (float("nan"), 0.0, 1, 0)
+    _write_examples(tmp_path / "Split-train", rows, files=1)
+
+    with pytest.raises(ValueError, match="NaN or inf"):
+        materialize.write_split(str(tmp_path / "Split-train"), LAYOUT, SPEC, tmp_path / "out")
+
+
+def test_an_empty_split_is_an_error_and_leaves_no_files(tmp_path):
+    _write_examples(tmp_path / "Split-eval", [], files=1)
+
+    with pytest.raises(ValueError, match="holds no examples"):
+        materialize.write_split(str(tmp_path / "Split-eval"), LAYOUT, SPEC, tmp_path / "out")
+    assert not list((tmp_path / "out").iterdir())
