@@ -64,7 +64,7 @@ def _network_inputs(saved_model, examples: list[bytes], layout: FeatureLayout) -
 
 
 def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, work: Path):
-    """(name -> callable(batch) factory, conversion seconds)."""
+    """(the loaded SavedModel, name -> callable(examples, dense, categorical), onnx2tf conversion seconds)."""
     import onnxruntime as ort
     import tensorflow as tf
     import torch

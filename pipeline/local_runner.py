@@ -14,7 +14,7 @@ from components.torch_trainer.hparams import TrainerHParams
 from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 from data.config import PROJECT_ROOT, DatasetConfig
 from data.sources import csv_files, default_data_dir
-from pipeline.beam_args import BEAM_MODE_AUTO, SMALL_INPUT_BYTES, with_dependency
+from pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES, SMALL_INPUT_BYTES, with_dependency
 from pipeline.gates import GateConfig
 from pipeline.summary import RunSummary, latest_run
 
@@ -35,6 +35,12 @@ class LocalSettings:
     beam_mode: str = BEAM_MODE_AUTO  # or "in_memory", "multi_processing"
     enable_cache: bool = True
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # or CONTINUE_IF_UNREACHABLE
+
+    def __post_init__(self) -> None:
+        if self.beam_mode not in BEAM_MODES:
+            raise ValueError(f"beam_mode {self.beam_mode!r} is not one of {', '.join(BEAM_MODES)}")
+        if self.beam_workers < 1:
+            raise ValueError(f"beam_workers must be at least 1, got {self.beam_workers}")
 
     @property
     def root(self) -> Path:

@@ -54,3 +54,13 @@ def test_auto_mode_uses_worker_processes_for_large_inputs(tmp_path):
 
 def test_explicit_mode_wins_over_input_size(tmp_path):
     assert "--direct_running_mode=multi_processing" in _settings(tmp_path, 10, "multi_processing").beam_args()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("beam_mode", "in-memory", "beam_mode 'in-memory' is not one of auto, in_memory, multi_processing"),
+     ("beam_workers", 0, "beam_workers must be at least 1")],
+)  # fmt: skip
+def test_bad_beam_settings_are_refused_by_name(tmp_path, field, value, message):
+    with pytest.raises(ValueError, match=message):
+        LocalSettings(dataset=load_dataset_config("taxi"), pipeline_root=tmp_path, **{field: value})
