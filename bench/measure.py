@@ -29,6 +29,9 @@ class ProcessRun:
     # Of the peak, the file-backed and shared pages (statm's "shared": mostly TF's and torch's libraries, which
     # every process maps and RSS counts once per process).
     peak_shared_bytes: int = 0
+    # The largest sum of PSS (proportional set size) over the tree: each shared page is split among the
+    # processes that map it, so libraries count once in all. This is what the tree really costs the machine.
+    peak_pss_bytes: int = 0
 
     @property
     def peak_rss_gib(self) -> float:
@@ -45,29 +48,32 @@ class TreeRssSampler:
         self.peak_breakdown: dict[str, int] = {}
         self.peak_at_seconds = 0.0
         self.peak_shared = 0
+        self.peak_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
-    def _tree_rss(self) -> tuple[int, dict[str, int], int]:
-        """Total RSS, RSS per process (``pid command``), and the shared part of the total, at this instant."""
+    def _tree_rss(self) -> tuple[int, dict[str, int], int, int]:
+        """Total RSS, RSS per process (``pid command``), the shared part of the total, and the total PSS."""
         try:
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            return 0, {}, 0
-        each, shared = {}, 0
+            return 0, {}, 0, 0
+        each, shared, pss = {}, 0, 0
         for proc in procs:
             try:
-                info = proc.memory_info()
+                info = proc.memory_full_info()  # /proc/PID/smaps_rollup: adds PSS to statm's fields
                 each[f"{proc.pid} {' '.join(proc.cmdline())[:120]}"] = info.rss
                 shared += info.shared
+                pss += info.pss
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        return sum(each.values()), each, shared
+        return sum(each.values()), each, shared, pss
 
     def _poll(self) -> None:
         started = time.perf_counter()
         while not self._stop.is_set():
-            total, each, shared = self._tree_rss()
+            total, each, shared, pss = self._tree_rss()
+            self.peak_pss = max(self.peak_pss, pss)
             if total > self.peak:
                 # Which processes held the memory at the peak, and when: the evidence for where it goes.
                 self.peak, self.peak_breakdown, self.peak_shared = total, each, shared
@@ -106,6 +112,7 @@ def run_measured(
         sampler.peak_at_seconds,
         sampler.peak_breakdown,
         sampler.peak_shared,
+        sampler.peak_pss,
     )
 
 

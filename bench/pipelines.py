@@ -28,13 +28,14 @@ class PipelineRun:
     peak_at_seconds: float = 0.0
     peak_rss_mib_by_process: dict[str, float] = dataclasses.field(default_factory=dict)
     peak_shared_gib: float = 0.0  # of peak_rss_gib: file-backed/shared pages, counted once per process
+    peak_pss_gib: float = 0.0  # peak of the summed PSS: shared pages split among their processes
 
     @classmethod
     def measured(cls, name: str, root: Path, process: ProcessRun) -> PipelineRun:
         by_process = {k: round(v / 2**20) for k, v in process.peak_breakdown.items()}
         return cls(
             name, root, process.wall_seconds, process.peak_rss_gib, stage_seconds(root), process.peak_at_seconds,
-            by_process, process.peak_shared_bytes / 2**30,
+            by_process, process.peak_shared_bytes / 2**30, process.peak_pss_bytes / 2**30,
         )  # fmt: skip
 
     def to_dict(self) -> dict:

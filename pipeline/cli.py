@@ -107,6 +107,13 @@ def cli(verbose: bool) -> None:
     help="DDP processes.",
 )
 @click.option(
+    "--sync-every",
+    type=int,
+    default=TrainerHParams.sync_every,
+    show_default=True,
+    help="DDP: 1 all-reduces gradients every step; N > 1 averages parameters every N steps (local SGD).",
+)
+@click.option(
     "--beam-workers",
     type=int,
     default=2,
@@ -140,6 +147,7 @@ def run(
     learning_rate,
     seed,
     num_workers,
+    sync_every,
     beam_workers,
     beam_mode,
     no_cache,
@@ -151,7 +159,12 @@ def run(
 
     try:
         hparams = TrainerHParams(
-            epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed, num_workers=num_workers
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            seed=seed,
+            num_workers=num_workers,
+            sync_every=sync_every,
         ).validate()
         dataset_cfg = load_dataset_config(dataset)
         settings = LocalSettings(

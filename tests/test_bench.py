@@ -22,6 +22,25 @@ def test_peak_rss_counts_the_children_of_the_measured_process(tmp_path):
     assert run.wall_seconds >= 2
 
 
+_TWO_PROCESSES_SHARE = (
+    "import mmap, os, time\n"
+    "shared = mmap.mmap(-1, 300 * 2**20)  # anonymous and MAP_SHARED: the child maps the same pages\n"
+    "for i in range(0, len(shared), 2**20): shared[i : i + 2**20] = b'x' * 2**20  # no 300 MiB temporary\n"
+    "if os.fork() == 0:\n"
+    "    sum(shared[i] for i in range(0, len(shared), 4096))  # fault every page into the child's RSS too\n"
+    "    time.sleep(2); os._exit(0)\n"
+    "os.wait()\n"
+)
+
+
+def test_pss_counts_pages_shared_by_two_processes_once(tmp_path):
+    """Summed RSS counts the 300 MiB in both processes; summed PSS splits them between the two."""
+    run = run_measured([sys.executable, "-c", _TWO_PROCESSES_SHARE], tmp_path / "log.txt")
+    assert run.returncode == 0, (tmp_path / "log.txt").read_text()
+    assert run.peak_rss_bytes > 580 * 2**20
+    assert 290 * 2**20 < run.peak_pss_bytes < 420 * 2**20
+
+
 def test_failed_command_is_reported_not_raised(tmp_path):
     run = run_measured([sys.executable, "-c", "import sys; print('boom'); sys.exit(4)"], tmp_path / "log.txt")
     assert run.returncode == 4
@@ -54,3 +73,24 @@ def test_report_flags_a_missed_target(tmp_path):
     text = write_report(tmp_path).read_text()
     assert "Wall ratio 0.93 (target ≤ 0.8): **not met**" in text
     assert "AUC 0.9300 (target ≥ 0.935): **not met**" in text
+
+
+def test_report_judges_each_ddp_variant_against_one_worker(tmp_path):
+    runs = [
+        {"name": "1 worker", "workers": 1, "examples_per_second": 40000.0, "eval_auc": 0.938,
+         "wall_seconds_with_process_start": 30.0, "examples_per_second_each_round": [39000.0, 41000.0]},
+        {"name": "2 workers, DDP", "workers": 2, "examples_per_second": 48000.0, "eval_auc": 0.938, "speedup": 1.2,
+         "auc_difference": 0.0, "wall_seconds_with_process_start": 28.0},
+        {"name": "2 workers, local SGD every 8 steps", "workers": 2, "examples_per_second": 72000.0,
+         "eval_auc": 0.936, "speedup": 1.8, "auc_difference": 0.002, "wall_seconds_with_process_start": 20.0},
+    ]  # fmt: skip
+    ddp = {"train_rows": 1000, "epochs": 3, "rounds": 2, "runs": runs, "target_speedup": 1.7,
+           "target_auc_difference": 0.005}  # fmt: skip
+    (tmp_path / "ddp.json").write_text(json.dumps(ddp))
+    text = write_report(tmp_path).read_text()
+    assert "| 1 worker | 40000 | 39000, 41000 | 1.00x |" in text
+    assert "- 2 workers, DDP: speed-up 1.20x (target ≥ 1.7), AUC difference 0.0000 (target ≤ 0.005): **not met**" in (
+        text
+    )
+    assert "- 2 workers, local SGD every 8 steps: speed-up 1.80x" in text
+    assert "(target ≤ 0.005): met." in text

@@ -45,6 +45,52 @@ def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi
     assert len(client.search_runs([run.info.experiment_id])) == 1  # not one run per rank
 
 
+def _local_sgd_rank(rank: int, job_path: str, store: str, out: str) -> None:
+    """One of two real gloo ranks: train one epoch with local SGD, then report both ranks' parameters."""
+    import torch.distributed as dist
+
+    from components.torch_trainer.job import TrainJob
+    from components.torch_trainer.train import DistContext, Trainer
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    try:
+        trainer = Trainer(TrainJob.load(job_path), DistContext(rank, rank, 2, torch.device("cpu")))
+        before = torch.cat([p.detach().reshape(-1).clone() for p in trainer.model.module.parameters()])
+        loss = trainer._train_epoch(0)
+        after = torch.cat([p.detach().reshape(-1) for p in trainer.model.module.parameters()])
+        gathered: list = [None, None]
+        dist.all_gather_object(gathered, after)
+        if rank == 0:
+            torch.save({"before": before, "ranks": gathered, "loss": loss}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_local_sgd_ends_every_epoch_with_one_model_on_every_rank(tmp_path, tiny_taxi):
+    """sync_every > 1: ranks step on their own gradients between averages (300 rows per rank in batches of 32:
+    10 steps, averaged after steps 4 and 8; steps 9-10 only by the epoch-end average), and every epoch ends
+    with identical parameters on both ranks."""
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi, sync_every=4, batch_size=32)
+    job.save(tmp_path / "job.json")
+    out = tmp_path / "params.pt"
+    torch.multiprocessing.spawn(
+        _local_sgd_rank, args=(str(tmp_path / "job.json"), str(tmp_path / "store"), str(out)), nprocs=2
+    )
+    state = torch.load(out, weights_only=True)
+    rank0, rank1 = state["ranks"]
+    assert torch.equal(rank0, rank1)
+    assert not torch.allclose(rank0, state["before"])  # it trained
+    assert np.isfinite(state["loss"])
+
+
+def test_two_process_local_sgd_trains_through_torchrun(tmp_path, tiny_taxi):
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi, sync_every=4)
+    launch(job, tmp_path / "job.json", tmp_path / "train.log")
+    result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
+    assert result.world_size == 2 and result.epochs_run == 3 and 0.5 < result.eval_auc <= 1.0
+
+
 def test_early_stopping_ends_training_when_eval_loss_stalls(tmp_path, tiny_taxi):
     # A huge learning rate makes eval loss stall or rise; patience 1 must stop well before 30 epochs.
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, epochs=30, learning_rate=5.0, early_stopping_patience=1)
@@ -64,6 +110,8 @@ def test_worker_failure_surfaces_with_the_log_tail(tmp_path, tiny_taxi):
 def test_hyperparameters_are_validated_before_any_work():
     with pytest.raises(HParamsError, match="batch_size=0"):
         TrainerHParams(batch_size=0).validate()
+    with pytest.raises(HParamsError, match="sync_every=0"):
+        TrainerHParams(sync_every=0).validate()
     with pytest.raises(HParamsError, match="unknown trainer hyperparameters: lr"):
         TrainerHParams.from_dict({"lr": 1})
     assert np.isclose(TrainerHParams.from_json(TrainerHParams().to_json()).learning_rate, 3e-3)

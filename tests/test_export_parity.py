@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -39,6 +41,17 @@ def converted(tmp_path_factory, tiny_taxi):
 def test_onnxruntime_matches_torch(converted, tiny_taxi):
     model, root = converted
     assert check_onnx(model, root / "model.onnx", tiny_taxi.arrays) < 1e-5
+
+
+def test_onnx_check_is_batched_and_sees_every_batch(converted, tiny_taxi):
+    model, root = converted
+    whole = check_onnx(model, root / "model.onnx", tiny_taxi.arrays, batch_size=len(tiny_taxi.arrays))
+    batched = check_onnx(model, root / "model.onnx", tiny_taxi.arrays, batch_size=97)  # last batch is partial
+    assert batched == pytest.approx(whole, abs=1e-7)
+    drifted = copy.deepcopy(model)
+    with torch.no_grad():
+        next(drifted.parameters()).add_(0.5)  # the ONNX file no longer matches this network
+    assert check_onnx(drifted, root / "model.onnx", tiny_taxi.arrays, batch_size=97) > 1e-3
 
 
 def test_converted_savedmodel_passes_the_parity_gate(converted, tiny_taxi):

@@ -29,6 +29,10 @@ class TrainerHParams:
     threads_per_worker: int = 1
     max_restarts: int = 0
     use_gpu: bool = True
+    # 1: plain DDP, gradients all-reduced every step. N > 1: local SGD, each rank steps on its own gradients
+    # and the ranks average their parameters every N steps and at every epoch end. For CPU/gloo, where one
+    # all-reduce costs about as much as a step's compute (make bench: DDP scaling); not bit-exact on resume.
+    sync_every: int = 1
 
     def validate(self) -> TrainerHParams:
         checks = {
@@ -44,6 +48,7 @@ class TrainerHParams:
             "num_workers": self.num_workers >= 1,
             "threads_per_worker": self.threads_per_worker >= 1,
             "max_restarts": self.max_restarts >= 0,
+            "sync_every": self.sync_every >= 1,
         }
         bad = [f"{name}={getattr(self, name)!r}" for name, ok in checks.items() if not ok]
         if bad:

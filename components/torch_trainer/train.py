@@ -8,6 +8,7 @@ import TensorFlow: they read the memory-mapped arrays the executor materialized.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed.algorithms.model_averaging.utils import average_parameters
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from components.torch_trainer import job as job_files
@@ -139,17 +141,25 @@ class Trainer:
         self.model.train()
         self.train_batches.set_epoch(epoch)
         total = torch.zeros(2, dtype=torch.float64, device=self.ctx.device)
-        for dense, categorical, label in self.train_batches:
+        local_sgd = self.hp.sync_every > 1 and self.ctx.world_size > 1
+        for step, (dense, categorical, label) in enumerate(self.train_batches, start=1):
             dense, categorical, label = (t.to(self.ctx.device, non_blocking=True) for t in (dense, categorical, label))
             self.optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
-                loss = self.loss_fn(self.model(dense, categorical).float(), label)
-            self.scaler.scale(loss).backward()
+            # no_sync: DDP skips its gradient all-reduce; the ranks are brought together by averaging below.
+            with self.model.no_sync() if local_sgd else contextlib.nullcontext():
+                with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
+                    loss = self.loss_fn(self.model(dense, categorical).float(), label)
+                self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.model.parameters(), self.hp.grad_clip_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            if local_sgd and step % self.hp.sync_every == 0:
+                average_parameters(self.model.parameters(), None)
             total += torch.stack([loss.detach().double() * len(label), torch.tensor(len(label), device=total.device)])
+        if local_sgd:
+            # Every epoch ends with one model on every rank: evaluation, early stopping and checkpoints see it.
+            average_parameters(self.model.parameters(), None)
         dist.all_reduce(total)
         return float(total[0] / total[1])
 
