@@ -11,7 +11,9 @@ import dataclasses
 import logging
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
@@ -26,6 +28,8 @@ from components.torch_trainer.train import DistContext, Trainer
 from data.config import DatasetConfig
 
 logger = logging.getLogger(__name__)
+
+V = TypeVar("V")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,8 +85,20 @@ def _train_in_process(job: TrainJob, splits: tuple[ArraySplit, ArraySplit] | Non
         dist.destroy_process_group()
 
 
+def _mirrored(variants: tuple[V, ...], rounds: int) -> Iterator[tuple[int, V]]:
+    """(round, variant) in mirrored order, A B ... then ... B A: a drift in the machine's speed over the run
+    hits every variant alike."""
+    for i in range(rounds):
+        for variant in variants if i % 2 == 0 else variants[::-1]:
+            yield i, variant
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
-    """Runs the two variants ``rounds`` times in mirrored order: the machine's noise hits both alike."""
+    """Runs the two variants ``rounds`` times in mirrored order (A B B A)."""
     shutil.rmtree(work, ignore_errors=True)
     layout, spec = transform.layout_and_spec(dataset)
     hparams = _fixed_epochs(epochs, num_workers=1)
@@ -107,14 +123,12 @@ def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, e
         totals["in_memory"] += time.perf_counter() - started
         per_epoch["in_memory"] += [h["examples_per_second"] for h in history]
 
-    # Mirrored order (A B, then B A): a drift in the machine's speed hits both variants alike. The first round
-    # reads the Transform output first because the in-memory variant loads the arrays it wrote.
-    for i in range(rounds):
-        for variant in (from_transform_output, from_memory) if i % 2 == 0 else (from_memory, from_transform_output):
-            variant(i)
+    # The first round reads the Transform output first because the in-memory variant loads the arrays it wrote.
+    for i, variant in _mirrored((from_transform_output, from_memory), rounds):
+        variant(i)
 
     rows = counts["train"] * epochs * rounds
-    mean = {k: sum(v) / len(v) for k, v in per_epoch.items()}
+    mean = {k: _mean(v) for k, v in per_epoch.items()}
     return {
         "train_rows": counts["train"],
         "eval_rows": counts["eval"],
@@ -157,23 +171,18 @@ DDP_VARIANTS = (
 )
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
-
-
 def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
-    """Each variant ``rounds`` times in mirrored order (A B C C B A): a drift in the machine's speed over the
-    run hits every variant alike. Throughput and AUC are the means over the rounds."""
+    """Each variant ``rounds`` times in mirrored order (A B C D D C B A); throughput and AUC are the means
+    over the rounds."""
     shutil.rmtree(work, ignore_errors=True)
     layout, spec = transform.layout_and_spec(dataset)
     arrays = work / "arrays"
     counts = materialize(transform.split_uris, layout, spec, arrays)
     measured: dict[str, list[dict]] = {name: [] for name, _, _ in DDP_VARIANTS}
-    for i in range(rounds):
-        for name, workers, sync_every in DDP_VARIANTS if i % 2 == 0 else DDP_VARIANTS[::-1]:
-            hparams = _fixed_epochs(epochs, num_workers=workers, sync_every=sync_every)
-            measured[name].append(_torchrun(arrays, work / f"w{workers}_s{sync_every}", layout, hparams))
-            logger.info("DDP %s, round %s: %.0f examples/s", name, i + 1, measured[name][-1]["examples_per_second"])
+    for i, (name, workers, sync_every) in _mirrored(DDP_VARIANTS, rounds):
+        hparams = _fixed_epochs(epochs, num_workers=workers, sync_every=sync_every)
+        measured[name].append(_torchrun(arrays, work / f"w{workers}_s{sync_every}", layout, hparams))
+        logger.info("DDP %s, round %s: %.0f examples/s", name, i + 1, measured[name][-1]["examples_per_second"])
     runs = [
         {
             "name": name,
