@@ -40,7 +40,7 @@ $(PY):
 $(STAMP): $(PY) constraints.txt requirements.in setup.py
 	$(PY) -m pip install --quiet --upgrade "pip==24.3.1"
 	$(PY) -m pip install --quiet --no-cache-dir -r requirements.in -c constraints.txt
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation --use-pep517 -e .
 	$(PY) -m pip check
 	touch $(STAMP)
 

@@ -1,14 +1,23 @@
-"""torchtfx: train in PyTorch, serve through TensorFlow Extended, ONNX in between."""
+"""torchtfx: train in PyTorch, serve through TensorFlow Extended, ONNX in between.
+
+The top-level folders pipeline/, components/ and data/ install as ``torchtfx.pipeline``,
+``torchtfx.components`` and ``torchtfx.data``: nothing generic lands at the top of site-packages.
+``torchtfx`` itself is an implicit namespace package (it has no folder of its own).
+"""
 
 from setuptools import find_packages, setup
+
+LAYERS = ("pipeline", "components", "data")
+PACKAGES = [f"torchtfx.{name}" for name in find_packages(include=[f"{layer}*" for layer in LAYERS])]
 
 setup(
     name="torchtfx",
     version="0.1.0",
     description="TFX pipeline with a PyTorch DDP trainer converted through ONNX to a TF SavedModel",
     python_requires=">=3.10,<3.11",
-    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*", "data", "data.*"]),
-    package_data={"data": ["datasets/*.yaml", "fixtures/*"]},
+    packages=PACKAGES,
+    package_dir={f"torchtfx.{layer}": layer for layer in LAYERS},
+    package_data={"torchtfx.data": ["datasets/*.yaml", "fixtures/*"]},
     # Versions are pinned in constraints.txt; these are the direct imports of the package.
     install_requires=[
         "tfx[kfp]",
@@ -18,6 +27,7 @@ setup(
         "tensorflow-data-validation",
         "apache-beam[gcp]",
         "mlflow",
+        "pydantic>=2",
         "torch",
         "onnx",
         "onnxruntime",
@@ -27,5 +37,5 @@ setup(
         "click",
         "pyyaml",
     ],
-    entry_points={"console_scripts": ["torchtfx=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["torchtfx=torchtfx.pipeline.cli.main:main"]},
 )

@@ -31,8 +31,8 @@ def _write(name: str, payload: dict, out: Path) -> None:
 
 def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
     from bench import pipelines, scoring
-    from data.config import load_dataset_config
-    from data.sources import default_data_dir
+    from torchtfx.data.config import load_dataset_config
+    from torchtfx.data.sources import default_data_dir
 
     dataset = load_dataset_config("taxi")
     data_dir = default_data_dir(dataset)
@@ -68,10 +68,10 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
 def _serving(work: Path) -> dict:
     from bench import pipelines
     from bench.serving_bench import serving
-    from components.torch_trainer.features import FeatureLayout
-    from components.torch_trainer.flow import EXPORT_DIR, LAYOUT_FILE, load_torch_model
-    from components.torch_trainer.hparams import TrainerHParams
-    from components.torch_trainer.parity import measure_parity
+    from torchtfx.components.torch_trainer.export.parity import measure_parity
+    from torchtfx.components.torch_trainer.features import FeatureLayout
+    from torchtfx.components.torch_trainer.flow import EXPORT_DIR, LAYOUT_FILE, load_torch_model
+    from torchtfx.components.torch_trainer.hparams import TrainerHParams
 
     root = work / "ours"
     export_dir = pipelines.only_subdir(root / "tfx" / "TorchTrainer" / "model") / EXPORT_DIR
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
 
     from bench import scale_bench, trainer_bench
-    from data.config import load_dataset_config
+    from torchtfx.data.config import load_dataset_config
 
     taxi = load_dataset_config("taxi")
     steps = {

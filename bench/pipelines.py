@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from bench.measure import ProcessRun, require_success, run_measured
-from data.config import DatasetConfig
-from pipeline.local_runner import LocalSettings
+from torchtfx.data.config import DatasetConfig
+from torchtfx.pipeline.local.runner import LocalSettings
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class PipelineRun:
 def stage_seconds(root: Path) -> dict[str, float]:
     from tfx.orchestration import metadata
 
-    from pipeline.summary import latest_run
+    from torchtfx.pipeline.reporting.summary import latest_run
 
     summary = latest_run(metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
     if summary is None:
@@ -103,7 +103,7 @@ def evaluator_metrics(root: Path) -> dict[str, float]:
     """The candidate's overall-slice metrics from our Evaluator's output."""
     from tfx.orchestration import metadata
 
-    from pipeline.summary import latest_run, slice_metrics
+    from torchtfx.pipeline.reporting.summary import latest_run, slice_metrics
 
     summary = latest_run(metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
     evaluation = summary.output("Evaluator", "evaluation") if summary else None

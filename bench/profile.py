@@ -69,7 +69,7 @@ def _process_kind(commands: list[str]) -> str:
     innermost = commands[-1] if commands else ""
     if "sdk_worker_main" in innermost or "apache_beam" in innermost:
         return "Beam DirectRunner workers"
-    if "components.torch_trainer.train" in innermost:
+    if "torchtfx.components.torch_trainer.worker.train" in innermost:
         return "DDP workers"
     if "torch.distributed.run" in innermost:
         return "torchrun agent"

@@ -16,7 +16,7 @@ TIME_RATIO_TARGET = 5.5
 
 
 def _generate(rows: int, out_dir: Path, seed: int) -> float:
-    from data.synthetic_taxi import write_csv
+    from torchtfx.data.synthetic_taxi import write_csv
 
     if out_dir.exists():
         shutil.rmtree(out_dir)

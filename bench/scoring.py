@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from data.config import DatasetConfig
+from torchtfx.data.config import DatasetConfig
 
 
 def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: DatasetConfig, out_dir: Path) -> dict:
@@ -12,9 +12,9 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
     metrics_specs); only the model spec differs, so the reference is scored like our candidate."""
     import tensorflow_model_analysis as tfma
 
-    from components.promoter.gate_results import metric_values
-    from pipeline.eval_config import OVERALL, build_eval_config
-    from pipeline.gates import GateConfig
+    from torchtfx.components.promoter.gate_results import metric_values
+    from torchtfx.pipeline.eval_config import OVERALL, build_eval_config
+    from torchtfx.pipeline.gates import GateConfig
 
     ours = build_eval_config(dataset, GateConfig.from_dict(dataset.gates))
     metrics_specs = [tfma.MetricsSpec() for _ in ours.metrics_specs]
@@ -40,8 +40,8 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
 
 
 def our_model_spec(dataset: DatasetConfig):
-    from pipeline.eval_config import build_eval_config
-    from pipeline.gates import GateConfig
+    from torchtfx.pipeline.eval_config import build_eval_config
+    from torchtfx.pipeline.gates import GateConfig
 
     return build_eval_config(dataset, GateConfig.from_dict(dataset.gates)).model_specs[0]
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from components.torch_trainer.features import FeatureLayout
-from components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def latency_ms(call: Callable[[], object]) -> dict[str, float]:
 def _eval_rows(raw_eval_dir: Path, rows: int) -> list[bytes]:
     import tensorflow as tf
 
-    from components.torch_trainer.materialize import split_files
+    from torchtfx.components.torch_trainer.materialize import split_files
 
     dataset = tf.data.TFRecordDataset(split_files(str(raw_eval_dir)), compression_type="GZIP").take(rows)
     return [r.numpy() for r in dataset]
@@ -55,7 +55,7 @@ def _eval_rows(raw_eval_dir: Path, rows: int) -> list[bytes]:
 def _network_inputs(saved_model, examples: list[bytes], layout: FeatureLayout) -> tuple[np.ndarray, np.ndarray]:
     import tensorflow as tf
 
-    from components.torch_trainer.convert import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
+    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
 
     transformed = saved_model.signatures[TRANSFORM_SIGNATURE](**{EXAMPLES_INPUT: tf.constant(examples)})
     dense = np.stack([transformed[k].numpy().reshape(-1) for k in layout.dense], axis=1).astype(np.float32)
@@ -69,10 +69,15 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     import tensorflow as tf
     import torch
 
-    from components.torch_trainer import job as job_files
-    from components.torch_trainer.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, convert_onnx, first_output
-    from components.torch_trainer.flow import load_torch_model
-    from components.torch_trainer.model import ProbabilityModel
+    from torchtfx.components.torch_trainer.export.convert import (
+        EXAMPLES_INPUT,
+        SERVING_SIGNATURE,
+        convert_onnx,
+        first_output,
+    )
+    from torchtfx.components.torch_trainer.flow import load_torch_model
+    from torchtfx.components.torch_trainer.worker import job as job_files
+    from torchtfx.components.torch_trainer.worker.model import ProbabilityModel
 
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)

@@ -18,14 +18,14 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
-from components.torch_trainer.features import FeatureLayout, layout_from_transform
-from components.torch_trainer.hparams import TrainerHParams
-from components.torch_trainer.job import RESULT_FILE, TrainJob, TrainResult
-from components.torch_trainer.launch import launch
-from components.torch_trainer.materialize import materialize
-from components.torch_trainer.shards import ArraySplit
-from components.torch_trainer.train import DistContext, Trainer
-from data.config import DatasetConfig
+from torchtfx.components.torch_trainer.cluster.launch import launch
+from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.materialize import materialize
+from torchtfx.components.torch_trainer.worker.job import RESULT_FILE, TrainJob, TrainResult
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer
+from torchtfx.data.config import DatasetConfig
 
 logger = logging.getLogger(__name__)
 

@@ -63,7 +63,7 @@ class DatasetConfig:
     defaults: dict[str, Any] = dataclasses.field(default_factory=dict)
     source_package: str | None = None
     source_path: str | None = None
-    gates: dict[str, Any] = dataclasses.field(default_factory=dict)  # see pipeline.gates.GateConfig
+    gates: dict[str, Any] = dataclasses.field(default_factory=dict)  # see torchtfx.pipeline.gates.GateConfig
 
     @property
     def embedded_features(self) -> tuple[str, ...]:

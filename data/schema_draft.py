@@ -14,7 +14,7 @@ import tensorflow_data_validation as tfdv
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from data.sources import csv_files
+from torchtfx.data.sources import csv_files
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A small synthetic loan-default dataset with a schema unlike taxi's (second-dataset proof).
 
 The label depends on the features through a fixed logistic model, so a model can learn it; rows are
-reproducible from the seed. ``python -m data.synthetic_loans OUT_DIR --rows N`` writes OUT_DIR/loans.csv.
+reproducible from the seed. ``python -m torchtfx.data.synthetic_loans OUT_DIR --rows N`` writes OUT_DIR/loans.csv.
 """
 
 from __future__ import annotations

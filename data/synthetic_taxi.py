@@ -12,7 +12,8 @@ learnable, but not perfectly.
 
 Rows come in blocks of ``BLOCK_ROWS``; block i is drawn from seed ``(seed, i)``, so the data depends only on
 ``seed`` and ``rows`` (not on how it is cut into files) and memory is bounded by one block.
-``python -m data.synthetic_taxi OUT_DIR --rows N [--seed S] [--rows-per-file K]`` writes OUT_DIR/part-00000.csv, ...
+``python -m torchtfx.data.synthetic_taxi OUT_DIR --rows N [--seed S] [--rows-per-file K]`` writes
+OUT_DIR/part-00000.csv, ...
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from data.config import load_dataset_config
-from data.sources import csv_files, default_data_dir
+from torchtfx.data.config import load_dataset_config
+from torchtfx.data.sources import csv_files, default_data_dir
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
-from components.torch_trainer.convert import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
-from components.torch_trainer.features import PROBABILITIES_OUTPUT
-from data.config import DatasetConfig
-from pipeline.gates import GateConfig
+from torchtfx.components.torch_trainer.export.convert import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
+from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT
+from torchtfx.data.config import DatasetConfig
+from torchtfx.pipeline.gates import GateConfig
 
 REPORTED_METRICS = ("ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall", "CalibrationPlot")
 OVERALL = tfma.SlicingSpec()

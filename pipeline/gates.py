@@ -1,5 +1,5 @@
 """The promotion gates, in one place: value thresholds on the candidate and change thresholds
-against the champion. Built into the TFMA EvalConfig by :mod:`pipeline.eval_config`."""
+against the champion. Built into the TFMA EvalConfig by :mod:`torchtfx.pipeline.eval_config`."""
 
 from __future__ import annotations
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 from tfx import v1 as tfx
 from tfx.proto import example_gen_pb2
 
-from components.champion.component import ChampionModel
-from components.csv_input.component import checked_csv_example_gen
-from components.data_gate.component import DataGate
-from components.promoter.component import Promoter
-from components.promoter.serving_config import BatchingParams
-from components.torch_trainer.component import TorchTrainer
-from components.torch_trainer.hparams import TrainerHParams
-from data.config import DatasetConfig
-from pipeline.eval_config import build_eval_config
-from pipeline.gates import GateConfig
-from pipeline.preprocessing import DATASET_CONFIG_KEY
+from torchtfx.components.champion.component import ChampionModel
+from torchtfx.components.csv_input.component import checked_csv_example_gen
+from torchtfx.components.data_gate.component import DataGate
+from torchtfx.components.promoter.component import Promoter
+from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.torch_trainer.component import TorchTrainer
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.data.config import DatasetConfig
+from torchtfx.pipeline.eval_config import build_eval_config
+from torchtfx.pipeline.gates import GateConfig
+from torchtfx.pipeline.preprocessing import DATASET_CONFIG_KEY
 
-PREPROCESSING_FN = "pipeline.preprocessing.preprocessing_fn"
+PREPROCESSING_FN = "torchtfx.pipeline.preprocessing.preprocessing_fn"
 
 
 def _example_gen(data_root: str, dataset: DatasetConfig):

@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from data.config import DatasetConfig, LabelRule, transformed_name
+from torchtfx.data.config import DatasetConfig, LabelRule, transformed_name
 
 DATASET_CONFIG_KEY = "dataset_config"
 
@@ -125,5 +125,5 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
 
 
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
-    """Entry point for TFX Transform (``preprocessing_fn='pipeline.preprocessing.preprocessing_fn'``)."""
+    """Entry point for TFX Transform (``preprocessing_fn='torchtfx.pipeline.preprocessing.preprocessing_fn'``)."""
     return transform(inputs, DatasetConfig.from_json(custom_config[DATASET_CONFIG_KEY]))

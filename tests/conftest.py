@@ -13,11 +13,11 @@ import pytest
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from components.torch_trainer.features import FeatureLayout, layout_from_transform
-from components.torch_trainer.shards import ArraySplit
-from data.config import load_dataset_config
-from data.sources import default_data_dir
 from tests import helpers
+from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.data.config import load_dataset_config
+from torchtfx.data.sources import default_data_dir
 
 
 @dataclasses.dataclass

@@ -16,12 +16,12 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.utils import io_utils
 from tfx_bsl.public import tfxio
 
-from components.torch_trainer.hparams import TrainerHParams
-from components.torch_trainer.job import TrainJob
-from components.torch_trainer.shards import ArraySplit
-from data.config import DatasetConfig
-from pipeline.preprocessing import transform
-from pipeline.summary import RunSummary, latest_run
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.worker.job import TrainJob
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.data.config import DatasetConfig
+from torchtfx.pipeline.preprocessing import transform
+from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
 
 
 def read_schema(path: Path) -> schema_pb2.Schema:

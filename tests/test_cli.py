@@ -6,7 +6,7 @@ from click.testing import CliRunner
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.cli import cli
+from torchtfx.pipeline.cli.main import cli
 
 
 def _run(*args: str):

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from components.torch_trainer import job as job_files
-from components.torch_trainer.hparams import HParamsError, TrainerHParams
-from components.torch_trainer.job import TrainResult
-from components.torch_trainer.launch import TrainingFailedError, launch
 from tests import helpers
+from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError, launch
+from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
+from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.worker.job import TrainResult
 
 
 def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi):
@@ -49,8 +49,8 @@ def _local_sgd_rank(rank: int, job_path: str, store: str, out: str) -> None:
     """One of two real gloo ranks: train one epoch with local SGD, then report both ranks' parameters."""
     import torch.distributed as dist
 
-    from components.torch_trainer.job import TrainJob
-    from components.torch_trainer.train import DistContext, Trainer
+    from torchtfx.components.torch_trainer.worker.job import TrainJob
+    from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)

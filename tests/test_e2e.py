@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from data.synthetic_loans import write_csv
 from tests import helpers
+from torchtfx.data.synthetic_loans import write_csv
 
 pytestmark = pytest.mark.e2e
 
@@ -27,7 +27,7 @@ REJECTED = 3  # torchtfx run's exit code for a candidate a gate rejected
 
 def torchtfx(*args: str, command: str = "run", env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", command, *args],
+        [sys.executable, "-m", "torchtfx.pipeline.cli.main", command, *args],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -36,7 +36,7 @@ def torchtfx(*args: str, command: str = "run", env: dict[str, str] | None = None
 
 
 def registry(root: Path):
-    from components.promoter.registry import Registry
+    from torchtfx.components.shared.mlflow_client import Registry
 
     return Registry(f"sqlite:///{root / 'pipeline' / 'mlflow' / 'mlflow.db'}", "torchtfx-taxi")
 

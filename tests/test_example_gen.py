@@ -8,7 +8,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.csv_input.executor import Executor
+from torchtfx.components.csv_input.executor import Executor
 
 ROWS = 200
 

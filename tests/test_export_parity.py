@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 import torch
 
-from components.torch_trainer.convert import build_serving_model, convert_onnx
-from components.torch_trainer.export import check_onnx, export_onnx
-from components.torch_trainer.model import TabularModel
-from components.torch_trainer.parity import ParityError, enforce, measure_parity
+from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
+from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
+from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
+from torchtfx.components.torch_trainer.worker.model import TabularModel
 
 
 def _trained_model(tiny_taxi, seed: int = 0) -> TabularModel:

@@ -16,15 +16,16 @@ import psutil
 import pytest
 import torch
 
-from components.promoter import promotion, serving_config
-from components.promoter.registry import CHAMPION, PREVIOUS, Registry
-from components.torch_trainer import job as job_files
-from components.torch_trainer.job import TrainResult
-from components.torch_trainer.launch import launch
-from components.torch_trainer.train import save_atomic
-from data.config import PROJECT_ROOT
 from tests import helpers
 from tests.test_promotion import _digest, _saved_model
+from torchtfx.components.promoter import promotion
+from torchtfx.components.shared import serving_layout
+from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registry
+from torchtfx.components.torch_trainer.cluster.launch import launch
+from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.worker.job import TrainResult
+from torchtfx.components.torch_trainer.worker.train import save_atomic
+from torchtfx.data.config import PROJECT_ROOT
 
 
 def _world(tmp_path: Path):
@@ -55,11 +56,11 @@ def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
     for proc in procs:
         proc.join(timeout=300)
     assert [p.exitcode for p in procs] == [0, 0]
-    assert serving_config.versions(target.serving_dir) == [1, 2]  # unique, increasing
+    assert serving_layout.versions(target.serving_dir) == [1, 2]  # unique, increasing
     champion, previous = target.registry.alias_version(CHAMPION), target.registry.alias_version(PREVIOUS)
     assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
     assert champion.version != previous.version
-    config = (target.serving_dir / serving_config.MODELS_CONFIG).read_text()
+    config = (target.serving_dir / serving_layout.MODELS_CONFIG).read_text()
     assert 'key: "stable" value: 2' in config and "versions: 1" in config and "versions: 2" in config
     assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
 
@@ -80,14 +81,14 @@ def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeyp
             raise OSError(errno.ENOSPC, "No space left on device", dst)
         return shutil.copy2(src, dst)
 
-    class FullDisk:  # serving_config's view of shutil: copytree fails on the second file
+    class FullDisk:  # serving_layout's view of shutil: copytree fails on the second file
         def __getattr__(self, name):
             return getattr(shutil, name)
 
         def copytree(self, src, dst):
             return real_copytree(src, dst, copy_function=copy_until_full)
 
-    monkeypatch.setattr(serving_config, "shutil", FullDisk())
+    monkeypatch.setattr(serving_layout, "shutil", FullDisk())
     second = promotion.Candidate(_saved_model(tmp_path / "m2", 2.0), None,
                                  target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
     with pytest.raises(promotion.PromotionError) as err:
@@ -96,9 +97,9 @@ def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeyp
         f"pushing serving version 2 to {target.serving_dir} failed (No space left on device); nothing was promoted "
         "and the partial copy was removed. Free space (or fix permissions) and rerun."
     )
-    after = {k: v for k, v in _digest(target.serving_dir).items() if k != serving_config.VERSION_COUNTER}
-    assert after == {k: v for k, v in before.items() if k != serving_config.VERSION_COUNTER}
-    assert [p.name for p in target.serving_dir.iterdir() if p.name.startswith(serving_config.TMP_PREFIX)] == []
+    after = {k: v for k, v in _digest(target.serving_dir).items() if k != serving_layout.VERSION_COUNTER}
+    assert after == {k: v for k, v in before.items() if k != serving_layout.VERSION_COUNTER}
+    assert [p.name for p in target.serving_dir.iterdir() if p.name.startswith(serving_layout.TMP_PREFIX)] == []
     assert target.registry.serving_version(CHAMPION) == 1
     monkeypatch.undo()
     assert promotion.promote(second, target) == 3  # the failed number is never reused
@@ -125,7 +126,11 @@ def _kill_a_worker_at_epoch(log: Path, epoch: int, job_path: Path, killed: list[
         time.sleep(0.05)
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if "components.torch_trainer.train" in cmd and str(job_path) in cmd and "torch.distributed.run" not in cmd:
+        if (
+            "torchtfx.components.torch_trainer.worker.train" in cmd
+            and str(job_path) in cmd
+            and "torch.distributed.run" not in cmd
+        ):
             proc.kill()
             killed.append(proc.pid)
             return

@@ -24,7 +24,7 @@ BEFORE_TRAINER = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleV
 
 
 def _run_args(data: Path, root: Path) -> list[str]:
-    return [sys.executable, "-m", "pipeline.cli", "run", "--data-dir", str(data), "--pipeline-root",
+    return [sys.executable, "-m", "torchtfx.pipeline.cli.main", "run", "--data-dir", str(data), "--pipeline-root",
             str(root / "pipeline"), "--serving-dir", str(root / "serving"), "--epochs", "4"]  # fmt: skip
 
 

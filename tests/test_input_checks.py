@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from data.sources import DataSourceError, check_csv_structure, csv_files
+from torchtfx.data.sources import DataSourceError, check_csv_structure, csv_files
 
 HEADER = "fare,tips,company\n"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from data.config import PROJECT_ROOT
-from pipeline.kfp_compile import compile_pipeline, executor_label
-from pipeline.kfp_config import KubeflowConfigError, load_kubeflow_settings, settings_from_dict
 from tests import helpers
+from torchtfx.data.config import PROJECT_ROOT
+from torchtfx.pipeline.kfp.compile import compile_pipeline, executor_label
+from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings, settings_from_dict
 
 POOLS = PROJECT_ROOT / "kubeflow" / "pools.yaml"
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "kubeflow_torchtfx-taxi.yaml"
@@ -69,7 +69,7 @@ def test_spec_is_schema_2_1_with_one_executor_per_step_and_no_resolver(compiled)
     for label, executor in executors.items():
         container = executor["container"]
         assert container["image"] == pools_raw()["image"], label
-        assert container["command"] == ["python", "-m", "pipeline.kfp_entrypoint"], label
+        assert container["command"] == ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"], label
         assert "{{$}}" in container["args"], label
     # The run id is a pipeline parameter that `torchtfx submit` fills (KFP does not substitute it itself).
     assert "pipeline-run-id" in spec["root"]["inputDefinitions"]["parameters"]
@@ -157,7 +157,7 @@ def test_credential_scanner_catches_what_it_should():
 
 
 def test_vertex_target_writes_a_pipeline_job(tmp_path):
-    from pipeline.kfp_compile import compile_vertex_job
+    from torchtfx.pipeline.kfp.compile import compile_vertex_job
 
     raw = {**pools_raw(), "pipeline_root": "gs://my-bucket/torchtfx"}
     job = json.loads(compile_vertex_job(settings_from_dict(raw), tmp_path / "job.json").read_text())

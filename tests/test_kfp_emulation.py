@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.kfp_compile import compile_pipeline
-from pipeline.kfp_config import settings_from_dict
 from tests import helpers
 from tests.kfp_emulator import Launcher, venv_bin
+from torchtfx.pipeline.kfp.compile import compile_pipeline
+from torchtfx.pipeline.kfp.config import settings_from_dict
 
 pytestmark = pytest.mark.e2e
 
@@ -92,7 +92,7 @@ def test_launcher_fixes_hold_on_the_artifacts_passed_between_steps(emulated):
 
 def test_registry_gets_the_champion_through_the_secret_provided_store(emulated):
     root, _ = emulated
-    from components.promoter.registry import Registry
+    from torchtfx.components.shared.mlflow_client import Registry
 
     champion = Registry(f"sqlite:///{root / 'mlflow.db'}", "torchtfx-taxi").alias_version("champion")
     assert champion.tags["pipeline_run_id"] == RUN_ID  # the run id `torchtfx submit` passes in

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from components.absent import ABSENT_PROPERTY
-from pipeline.kfp_entrypoint import fill_input_types, local_path, localize, restore_uris
+from torchtfx.components.shared.absent import ABSENT_PROPERTY
+from torchtfx.pipeline.kfp.entrypoint import fill_input_types, local_path, localize, restore_uris
 
 EXAMPLES_TYPE = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
 

@@ -9,12 +9,12 @@ import urllib.parse
 
 import pytest
 
-from data.config import PROJECT_ROOT
-from pipeline.kfp_compile import compile_pipeline
-from pipeline.kfp_config import load_kubeflow_settings
-from pipeline.kfp_submit import SubmitError, submit
 from tests import helpers
 from tests.fake_http import http_server
+from torchtfx.data.config import PROJECT_ROOT
+from torchtfx.pipeline.kfp.compile import compile_pipeline
+from torchtfx.pipeline.kfp.config import load_kubeflow_settings
+from torchtfx.pipeline.kfp.submit import SubmitError, submit
 
 
 class FakeKfp:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.torch_trainer import materialize
-from components.torch_trainer.features import FeatureLayout
-from components.torch_trainer.shards import ArraySplit
+from torchtfx.components.torch_trainer import materialize
+from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
 LAYOUT = FeatureLayout(dense=("a_xf", "b_xf"), embedded=("c_xf",), cardinalities=(5,), label="y")
 SPEC = {

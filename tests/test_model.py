@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from components.torch_trainer.features import FeatureLayout
-from components.torch_trainer.metrics import roc_auc
-from components.torch_trainer.model import ProbabilityModel, TabularModel
-from components.torch_trainer.shards import ArraySplit, ShardBatches
+from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.worker.metrics import roc_auc
+from torchtfx.components.torch_trainer.worker.model import ProbabilityModel, TabularModel
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
 LAYOUT = FeatureLayout(dense=("a_xf", "b_xf"), embedded=("c_xf", "d_xf"), cardinalities=(5, 300), label="y_xf")
 

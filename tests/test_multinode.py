@@ -22,12 +22,16 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from components.torch_trainer import job as job_files
-from components.torch_trainer.job import TrainResult
-from components.torch_trainer.multinode import run_on_cluster, staging_for
-from components.torch_trainer.pytorchjob import PyTorchJobFailedError, PyTorchJobRunner, PyTorchJobSettings
 from tests import helpers
 from tests.fake_http import http_server
+from torchtfx.components.torch_trainer.cluster.multinode import run_on_cluster, staging_for
+from torchtfx.components.torch_trainer.cluster.pytorchjob import (
+    PyTorchJobFailedError,
+    PyTorchJobRunner,
+    PyTorchJobSettings,
+)
+from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.worker.job import TrainResult
 
 
 def _free_port() -> int:

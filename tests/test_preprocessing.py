@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from data.config import LabelRule
-from pipeline.preprocessing import label_fn
 from tests import helpers
+from torchtfx.data.config import LabelRule
+from torchtfx.pipeline.preprocessing import label_fn
 
 
 def test_dense_features_are_z_scored(tiny_taxi):

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client
 
-from components.torch_trainer import pytorchjob as pj
 from tests.fake_http import http_server
+from torchtfx.components.torch_trainer.cluster import pytorchjob as pj
 
 NS, NAME = "kubeflow", "taxi-train-0123456789"
-LOGGER = "components.torch_trainer.pytorchjob"
+LOGGER = "torchtfx.components.torch_trainer.cluster.pytorchjob"
 
 
 def settings(**overrides) -> pj.PyTorchJobSettings:
@@ -126,7 +126,7 @@ def test_worker_command_matches_the_local_entry_point():
     """Real worker_command (nothing simulated)."""
     assert pj.worker_command("/mnt/job.json", 3) == [
         "python", "-m", "torch.distributed.run", "--max-restarts=3",
-        "-m", "components.torch_trainer.train", "--job", "/mnt/job.json",
+        "-m", "torchtfx.components.torch_trainer.worker.train", "--job", "/mnt/job.json",
     ]  # fmt: skip
 
 

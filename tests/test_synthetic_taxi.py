@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data import synthetic_taxi
+from torchtfx.data import synthetic_taxi
 
 ROWS = 20_000
 INT_TEXT = re.compile(r"-?\d+")

@@ -8,7 +8,8 @@ import socket
 
 import pytest
 
-from components.torch_trainer.tracking import (
+from tests.fake_http import http_server
+from torchtfx.components.shared.mlflow_client import (
     CONTINUE_IF_UNREACHABLE,
     FAIL_IF_UNREACHABLE,
     TrackingUnavailableError,
@@ -16,7 +17,6 @@ from components.torch_trainer.tracking import (
     redact,
     tracking_uri_or_none,
 )
-from tests.fake_http import http_server
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
-from components.champion import executor
-from components.champion.constants import (
+from torchtfx.components.champion import executor
+from torchtfx.components.champion.constants import (
     CHAMPION_KEY,
     MLFLOW_POLICY_KEY,
     MLFLOW_TRACKING_URI_KEY,
@@ -17,7 +17,7 @@ from components.champion.constants import (
     SERVING_DIR_KEY,
     STATISTICS_KEY,
 )
-from components.run_identity import RUN_TOKEN_KEY, run_token_parameter
+from torchtfx.components.shared.run_identity import RUN_TOKEN_KEY, run_token_parameter
 
 
 class ChampionModelSpec(types.ComponentSpec):

@@ -14,8 +14,7 @@ from tfx.proto.orchestration import execution_result_pb2
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from components.absent import ABSENT_PROPERTY
-from components.champion.constants import (
+from torchtfx.components.champion.constants import (
     CHAMPION_KEY,
     MLFLOW_POLICY_KEY,
     MLFLOW_TRACKING_URI_KEY,
@@ -26,17 +25,22 @@ from components.champion.constants import (
     SOURCE_PROPERTY,
     STATISTICS_KEY,
 )
-from components.champion.resolve import Champion, resolve_champion
-from components.promoter.constants import TRAIN_STATISTICS_TAG
-from components.promoter.registry import Registry
-from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
+from torchtfx.components.champion.resolve import Champion, resolve_champion
+from torchtfx.components.promoter.constants import TRAIN_STATISTICS_TAG
+from torchtfx.components.shared.absent import ABSENT_PROPERTY
+from torchtfx.components.shared.mlflow_client import (
+    FAIL_IF_UNREACHABLE,
+    Registry,
+    resolve_tracking_uri,
+    tracking_uri_or_none,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def _publish(output: execution_result_pb2.ExecutorOutput, key: str, artifact: types.Artifact, present: bool) -> None:
     """Publish ``artifact``, or nothing: local TFX then drops the channel; Kubeflow always publishes one,
-    so an absent artifact is marked for pipeline.kfp_entrypoint to drop downstream."""
+    so an absent artifact is marked for torchtfx.pipeline.kfp.entrypoint to drop downstream."""
     if present:
         output.output_artifacts[key].artifacts.append(artifact.mlmd_artifact)
     else:

@@ -6,8 +6,8 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from components.promoter import serving_config
-from components.promoter.registry import CHAMPION, Registry
+from torchtfx.components.shared import serving_layout
+from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
 
 
 class ChampionError(RuntimeError):
@@ -67,10 +67,10 @@ def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion |
         if version is not None:
             serving = registry.serving_version(CHAMPION)
             return _checked(serving_dir, serving, str(version.version), "registry")
-    stable = serving_config.read_stable_version(serving_dir)
+    stable = serving_layout.read_stable_version(serving_dir)
     if stable is not None:
         return _checked(serving_dir, stable, None, "serving_dir")
-    on_disk = serving_config.versions(serving_dir)
+    on_disk = serving_layout.versions(serving_dir)
     if on_disk:
         return _checked(serving_dir, on_disk[-1], None, "serving_dir")
     return None

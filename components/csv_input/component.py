@@ -6,7 +6,7 @@ from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
-from components.csv_input import executor
+from torchtfx.components.csv_input import executor
 
 
 def checked_csv_example_gen(input_base: str, output_config: example_gen_pb2.Output) -> FileBasedExampleGen:

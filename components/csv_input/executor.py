@@ -23,7 +23,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from data.sources import DataSourceError, check_csv_structure, csv_files
+from torchtfx.data.sources import DataSourceError, check_csv_structure, csv_files
 
 logger = logging.getLogger(__name__)
 

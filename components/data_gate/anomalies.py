@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
-from components.data_gate.constants import ANOMALIES_FILE
+from torchtfx.components.data_gate.constants import ANOMALIES_FILE
 
 
 class DataValidationError(RuntimeError):

@@ -11,8 +11,8 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
-from components.data_gate import executor
-from components.data_gate.constants import (
+from torchtfx.components.data_gate import executor
+from torchtfx.components.data_gate.constants import (
     ANOMALIES_KEY,
     BASELINE_STATISTICS_KEY,
     SCHEMA_HINT_KEY,

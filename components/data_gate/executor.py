@@ -10,8 +10,8 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from components.data_gate import anomalies, drift
-from components.data_gate.constants import (
+from torchtfx.components.data_gate import anomalies, drift
+from torchtfx.components.data_gate.constants import (
     ANOMALIES_KEY,
     BASELINE_STATISTICS_KEY,
     SCHEMA_HINT_KEY,

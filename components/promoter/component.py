@@ -10,8 +10,8 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
-from components.promoter import executor
-from components.promoter.constants import (
+from torchtfx.components.promoter import executor
+from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
     BLESSING_KEY,
     CODE_VERSION_KEY,
@@ -25,8 +25,8 @@ from components.promoter.constants import (
     SERVING_MODEL_NAME_KEY,
     STATISTICS_KEY,
 )
-from components.promoter.serving_config import BatchingParams
-from components.run_identity import RUN_TOKEN_KEY, run_token_parameter
+from torchtfx.components.shared.run_identity import RUN_TOKEN_KEY, run_token_parameter
+from torchtfx.components.shared.serving_layout import BatchingParams
 
 
 class PromoterSpec(types.ComponentSpec):

@@ -12,9 +12,8 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components.artifact_uris import remote_uri
-from components.promoter import gate_results, promotion
-from components.promoter.constants import (
+from torchtfx.components.promoter import gate_results, promotion
+from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
     BLESSING_KEY,
     CODE_VERSION_KEY,
@@ -33,11 +32,16 @@ from components.promoter.constants import (
     STATISTICS_KEY,
     TRAIN_STATISTICS_TAG,
 )
-from components.promoter.registry import Registry
-from components.promoter.serving_config import BatchingParams
-from components.run_identity import run_identity
-from components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, PARITY_PROPERTY
-from components.torch_trainer.tracking import TrackingUnavailableError, check_reachable, resolve_tracking_uri
+from torchtfx.components.shared.artifact_uris import remote_uri
+from torchtfx.components.shared.mlflow_client import (
+    Registry,
+    TrackingUnavailableError,
+    check_reachable,
+    resolve_tracking_uri,
+)
+from torchtfx.components.shared.run_identity import run_identity
+from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, PARITY_PROPERTY
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ import re
 import shutil
 from pathlib import Path
 
-from components.promoter import serving_config
-from components.promoter.locking import promotion_lock
-from components.promoter.registry import CHALLENGER, CHAMPION, PREVIOUS, SERVING_VERSION_TAG, Registry
+from torchtfx.components.shared import serving_layout
+from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, PREVIOUS, SERVING_VERSION_TAG, Registry
+from torchtfx.components.shared.serving_layout import promotion_lock
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class ServingTarget:
     serving_dir: Path
     model_name: str
     registry: Registry
-    batching: serving_config.BatchingParams = dataclasses.field(default_factory=serving_config.BatchingParams)
+    batching: serving_layout.BatchingParams = dataclasses.field(default_factory=serving_layout.BatchingParams)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,7 +54,7 @@ def _journal(target: ServingTarget) -> Path:
 
 
 def _write_journal(target: ServingTarget, **state) -> None:
-    serving_config.write_text_atomic(_journal(target), json.dumps(state, sort_keys=True))
+    serving_layout.write_text_atomic(_journal(target), json.dumps(state, sort_keys=True))
 
 
 def _rewrite_config(target: ServingTarget) -> None:
@@ -62,12 +62,12 @@ def _rewrite_config(target: ServingTarget) -> None:
     if champion is None:
         return
     previous = target.registry.serving_version(PREVIOUS)
-    serving_config.write_serving_config(target.serving_dir, target.model_name, champion, previous, target.batching)
+    serving_layout.write_serving_config(target.serving_dir, target.model_name, champion, previous, target.batching)
 
 
 def reconcile(target: ServingTarget) -> str | None:
     """Repair what a crash left behind; returns what was done (None when nothing was pending)."""
-    serving_config.remove_stale_staging(target.serving_dir)
+    serving_layout.remove_stale_staging(target.serving_dir)
     journal = _journal(target)
     if not journal.is_file():
         return None
@@ -90,7 +90,7 @@ def promote(candidate: Candidate, target: ServingTarget) -> int:
     with promotion_lock(target.serving_dir):
         reconcile(target)
         old_champion = target.registry.alias_version(CHAMPION)
-        version = serving_config.next_version(target.serving_dir)
+        version = serving_layout.next_version(target.serving_dir)
         _write_journal(target, serving_version=version, step="push")
         _push(candidate, target, version)
         artifacts = {"serving_model": candidate.saved_model_dir}
@@ -115,7 +115,7 @@ def _os_reason(err: OSError) -> str:
 
 def _push(candidate: Candidate, target: ServingTarget, version: int) -> None:
     try:
-        serving_config.push_version(candidate.saved_model_dir, target.serving_dir, version)
+        serving_layout.push_version(candidate.saved_model_dir, target.serving_dir, version)
     except OSError as err:
         _journal(target).unlink(missing_ok=True)  # nothing to repair: the partial copy is already gone
         raise PromotionError(
@@ -182,7 +182,7 @@ def set_champion(target: ServingTarget, registry_version: int, reason: str) -> s
 
 def _require_served(target: ServingTarget, version) -> None:
     serving = version.tags.get(SERVING_VERSION_TAG)
-    if serving is None or int(serving) not in serving_config.versions(target.serving_dir):
+    if serving is None or int(serving) not in serving_layout.versions(target.serving_dir):
         raise PromotionError(
             f"registry version {version.version} has no complete serving folder in {target.serving_dir} "
             f"(serving_version={serving}); it cannot be served"

@@ -8,8 +8,8 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
-from components.torch_trainer import executor
-from components.torch_trainer.constants import (
+from torchtfx.components.torch_trainer import executor
+from torchtfx.components.torch_trainer.constants import (
     DATASET_CONFIG_KEY,
     EXAMPLES_KEY,
     HPARAMS_KEY,

@@ -1,4 +1,4 @@
-"""Thin TFX glue around :mod:`components.torch_trainer.flow`."""
+"""Thin TFX glue around :mod:`torchtfx.components.torch_trainer.flow`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from components.run_identity import run_identity
-from components.torch_trainer import flow
-from components.torch_trainer.constants import (
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
+from torchtfx.components.shared.run_identity import run_identity
+from torchtfx.components.torch_trainer import flow
+from torchtfx.components.torch_trainer.cluster.pytorchjob import PyTorchJobSettings
+from torchtfx.components.torch_trainer.constants import (
     DATASET_CONFIG_KEY,
     EVAL_AUC_PROPERTY,
     EXAMPLES_KEY,
@@ -31,10 +33,8 @@ from components.torch_trainer.constants import (
     TRANSFORM_GRAPH_KEY,
     TRANSFORMED_EXAMPLES_KEY,
 )
-from components.torch_trainer.hparams import TrainerHParams
-from components.torch_trainer.pytorchjob import PyTorchJobSettings
-from components.torch_trainer.tracking import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
-from data.config import DatasetConfig
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.data.config import DatasetConfig
 
 logger = logging.getLogger(__name__)
 

@@ -10,19 +10,19 @@ from pathlib import Path
 import tensorflow_transform as tft
 import torch
 
-from components.torch_trainer import job as job_files
-from components.torch_trainer.convert import build_serving_model, convert_onnx
-from components.torch_trainer.features import FeatureLayout, layout_from_transform
-from components.torch_trainer.hparams import TrainerHParams
-from components.torch_trainer.job import TrainJob, TrainResult
-from components.torch_trainer.launch import launch
-from components.torch_trainer.materialize import materialize
-from components.torch_trainer.model import TabularModel
-from components.torch_trainer.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
-from components.torch_trainer.parity import ParityReport, enforce, measure_parity
-from components.torch_trainer.pytorchjob import PyTorchJobSettings
-from components.torch_trainer.tracking import MlflowRun
-from data.config import DatasetConfig
+from torchtfx.components.shared.mlflow_client import MlflowRun
+from torchtfx.components.torch_trainer.cluster.launch import launch
+from torchtfx.components.torch_trainer.cluster.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
+from torchtfx.components.torch_trainer.cluster.pytorchjob import PyTorchJobSettings
+from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
+from torchtfx.components.torch_trainer.export.parity import ParityReport, enforce, measure_parity
+from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.materialize import materialize
+from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.worker.model import TabularModel
+from torchtfx.data.config import DatasetConfig
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import tensorflow as tf
 
-from components.torch_trainer.features import FeatureLayout
-from components.torch_trainer.shards import CATEGORICAL_FILE, DENSE_FILE, LABEL_FILE, ArraySplit
+from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.worker.shards import CATEGORICAL_FILE, DENSE_FILE, LABEL_FILE, ArraySplit
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,207 @@
+"""All MLflow access, through explicit ``MlflowClient`` objects (no global fluent state): the tracking
+server's reachability policy, a training run (:class:`MlflowRun`, rank 0 only) and the Model Registry
+(:class:`Registry`, aliases not stages), which the Trainer, ChampionModel, Promoter and CLI share.
+
+``MLFLOW_TRACKING_URI`` in the environment wins over the pipeline's default store, so credentials
+and remote servers never appear in execution parameters or compiled specs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+# What a run does when the MLflow tracking server cannot be reached.
+FAIL_IF_UNREACHABLE = "fail"  # stop before training (the default)
+CONTINUE_IF_UNREACHABLE = "continue"  # train without tracking, loudly; nothing can be promoted
+UNREACHABLE_POLICIES = (FAIL_IF_UNREACHABLE, CONTINUE_IF_UNREACHABLE)
+
+
+class TrackingUnavailableError(RuntimeError):
+    """The MLflow tracking server does not answer."""
+
+
+def resolve_tracking_uri(default_uri: str) -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_uri
+
+
+def redact(uri: str) -> str:
+    """The URI without any user:password@ part, for messages and logs."""
+    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]+@", r"\1***@", uri, flags=re.I)
+
+
+def check_reachable(uri: str, timeout: float = 5.0) -> None:
+    """Raise ``TrackingUnavailableError`` if an http(s) tracking server does not answer its health check
+    within ``timeout`` (MLflow's own client would retry for minutes). Local stores always pass."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import requests
+
+    try:
+        response = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+    except requests.RequestException as err:
+        reason = type(err).__name__ + (": connection refused" if "refused" in str(err).lower() else "")
+        where = redact(uri)
+        raise TrackingUnavailableError(f"the MLflow tracking server at {where} is unreachable ({reason})") from None
+    if response.status_code >= 500:
+        raise TrackingUnavailableError(
+            f"the MLflow tracking server at {redact(uri)} answered HTTP {response.status_code} to its health check"
+        )
+
+
+def tracking_uri_or_none(uri: str, policy: str, what: str) -> str | None:
+    """``uri`` if it answers; else raise (policy ``fail``) or warn loudly and return None (``continue``)."""
+    try:
+        check_reachable(uri)
+        return uri
+    except TrackingUnavailableError as err:
+        if policy != CONTINUE_IF_UNREACHABLE:
+            raise TrackingUnavailableError(
+                f"{err}. {what} did not start. Start the server or fix MLFLOW_TRACKING_URI; or rerun with "
+                "--mlflow-unreachable continue to train without tracking (nothing will be registered or promoted)."
+            ) from None
+        logger.warning("!" * 100)
+        logger.warning("%s; %s continues WITHOUT MLflow tracking (policy 'continue')", err, what)
+        logger.warning("!" * 100)
+        return None
+
+
+def client(tracking_uri: str):
+    """The one way this project talks to MLflow: tracking and registry at the same URI."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+
+
+def default_artifact_location(tracking_uri: str) -> str | None:
+    """For a local sqlite store, keep artifacts beside the database, not in the CWD's ./mlruns."""
+    if tracking_uri.startswith("sqlite:///"):
+        return str(Path(tracking_uri[len("sqlite:///") :]).parent / "mlartifacts")
+    return None
+
+
+class MlflowRun:
+    """One MLflow run: parameters, per-epoch metrics with a step, artifacts, final status."""
+
+    def __init__(self, tracking_uri: str, run_id: str) -> None:
+        self.client = client(tracking_uri)
+        self.tracking_uri = tracking_uri
+        self.run_id = run_id
+
+    @classmethod
+    def start(cls, tracking_uri: str, experiment: str, run_name: str, tags: dict[str, str]) -> MlflowRun:
+        mlflow = client(tracking_uri)
+        found = mlflow.get_experiment_by_name(experiment)
+        if found is not None:
+            experiment_id = found.experiment_id
+        else:
+            experiment_id = mlflow.create_experiment(experiment, default_artifact_location(tracking_uri))
+        run = mlflow.create_run(experiment_id, run_name=run_name, tags=tags)
+        logger.info("MLflow run %s (%s) in experiment %s at %s", run.info.run_id, run_name, experiment, tracking_uri)
+        return cls(tracking_uri, run.info.run_id)
+
+    def log_params(self, params: dict[str, object]) -> None:
+        from mlflow.entities import Param
+
+        self.client.log_batch(self.run_id, params=[Param(k, str(v)) for k, v in sorted(params.items())])
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
+
+    def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def finish(self, status: str = "FINISHED") -> None:
+        self.client.set_terminated(self.run_id, status)
+
+
+# -- the Model Registry -----------------------------------------------------------------------------
+CHAMPION = "champion"
+PREVIOUS = "previous"
+CHALLENGER = "challenger"
+SERVING_VERSION_TAG = "serving_version"
+
+
+class Registry:
+    """One registered model: its versions, their tags and the aliases that say who is in production."""
+
+    def __init__(self, tracking_uri: str, model_name: str) -> None:
+        self.client = client(tracking_uri)
+        self.tracking_uri = tracking_uri
+        self.model_name = model_name
+
+    def _ensure_model(self) -> None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_registered_model(self.model_name)
+        except MlflowException:
+            self.client.create_registered_model(self.model_name, description="Promoted by torchtfx")
+
+    def alias_version(self, alias: str):
+        """The ModelVersion behind ``alias``, or None when the model or the alias does not exist."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.get_model_version_by_alias(self.model_name, alias)
+        except MlflowException as err:
+            if "RESOURCE_DOES_NOT_EXIST" in str(err.error_code) or "not found" in str(err).lower():
+                return None
+            raise
+
+    def serving_version(self, alias: str) -> int | None:
+        version = self.alias_version(alias)
+        if version is None:
+            return None
+        if SERVING_VERSION_TAG not in version.tags:
+            raise ValueError(
+                f"registry version {version.version} of {self.model_name} has no {SERVING_VERSION_TAG} tag"
+            )
+        return int(version.tags[SERVING_VERSION_TAG])
+
+    def register(self, run_id: str | None, artifacts: dict[str, Path], tags: dict[str, str]):
+        """Log artifacts to the training run and register them as a new model version."""
+        self._ensure_model()
+        if run_id is None:
+            experiment = self.client.get_experiment_by_name(self.model_name) or None
+            experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(self.model_name)
+            run_id = self.client.create_run(experiment_id, run_name="registration").info.run_id
+        for name, path in artifacts.items():
+            if path.is_dir():
+                self.client.log_artifacts(run_id, str(path), name)
+            else:
+                self.client.log_artifact(run_id, str(path), name)
+        source = f"runs:/{run_id}/{next(iter(artifacts))}" if artifacts else f"runs:/{run_id}"
+        version = self.client.create_model_version(self.model_name, source=source, run_id=run_id, tags=tags)
+        logger.info("Registered %s version %s", self.model_name, version.version)
+        return version
+
+    def get_version(self, version: int | str):
+        """A registered version, or a clear error naming the versions that exist."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.get_model_version(self.model_name, str(version))
+        except MlflowException as err:
+            known = sorted(int(v.version) for v in self.client.search_model_versions(f"name='{self.model_name}'"))
+            raise LookupError(f"{self.model_name} has no registry version {version}; it has {known}") from err
+
+    def set_alias(self, alias: str, version: str | int) -> None:
+        self.client.set_registered_model_alias(self.model_name, alias, str(version))
+
+    def delete_alias(self, alias: str) -> None:
+        if self.alias_version(alias) is not None:
+            self.client.delete_registered_model_alias(self.model_name, alias)
+
+    def tag(self, version: str | int, tags: dict[str, str]) -> None:
+        for key, value in tags.items():
+            self.client.set_model_version_tag(self.model_name, str(version), key, value)

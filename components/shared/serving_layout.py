@@ -1,0 +1,178 @@
+"""TF Serving layout and configuration: integer version folders, models.config, batching parameters,
+and the lock that lets one promotion at a time change them (ChampionModel reads the same layout).
+
+Every write is atomic (temp file or folder, then rename on the same filesystem), so TF Serving or
+any reader never sees a partial version folder or a half-written config.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+MODELS_CONFIG = "models.config"
+BATCHING_CONFIG = "batching_parameters.txt"
+TMP_PREFIX = ".incoming-"
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchingParams:
+    max_batch_size: int = 1024
+    batch_timeout_micros: int = 2000
+    num_batch_threads: int = 4
+    max_enqueued_batches: int = 100
+
+    def validate(self) -> BatchingParams:
+        bad = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v < 1]
+        if bad:
+            raise ValueError(f"batching parameters must be positive: {', '.join(bad)}")
+        return self
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; the model server may run as another user
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def versions(serving_dir: Path) -> list[int]:
+    """Integer version folders that hold a complete SavedModel, ascending."""
+    if not serving_dir.is_dir():
+        return []
+    found = [int(p.name) for p in serving_dir.iterdir() if p.is_dir() and p.name.isdigit()]
+    return sorted(v for v in found if (serving_dir / str(v) / "saved_model.pb").is_file())
+
+
+VERSION_COUNTER = ".last_version"
+
+
+def next_version(serving_dir: Path) -> int:
+    """Strictly increasing, never reused: one above any version folder present and any number ever
+    handed out (kept in a counter file, so an undone promotion's number is not served later)."""
+    taken = [int(p.name) for p in serving_dir.iterdir() if p.name.isdigit()] if serving_dir.is_dir() else []
+    counter = serving_dir / VERSION_COUNTER
+    last = int(counter.read_text()) if counter.is_file() else 0
+    version = max([*taken, last], default=0) + 1
+    write_text_atomic(counter, str(version))
+    return version
+
+
+def push_version(saved_model_dir: Path, serving_dir: Path, version: int) -> Path:
+    """Copy a SavedModel into ``<serving_dir>/<version>/`` atomically (copy aside, then rename)."""
+    if not (saved_model_dir / "saved_model.pb").is_file():
+        raise FileNotFoundError(f"{saved_model_dir} holds no saved_model.pb; nothing to push")
+    target = serving_dir / str(version)
+    if target.exists():
+        raise FileExistsError(f"serving version {target} already exists; versions are never overwritten")
+    serving_dir.mkdir(parents=True, exist_ok=True)
+    staging = serving_dir / f"{TMP_PREFIX}{version}-{uuid.uuid4().hex[:8]}"
+    try:
+        shutil.copytree(saved_model_dir, staging)
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def remove_stale_staging(serving_dir: Path) -> None:
+    """Staging folders left by a crash mid-copy never became versions; drop them."""
+    if serving_dir.is_dir():
+        for path in serving_dir.glob(f"{TMP_PREFIX}*"):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def models_config_text(model_name: str, base_path: Path, stable: int, canary: int, loaded: list[int]) -> str:
+    """A ModelServerConfig (text proto) serving ``loaded`` versions with stable/canary labels."""
+    policy = "".join(f"        versions: {v}\n" for v in sorted(set(loaded)))
+    return (
+        "# Written by torchtfx on every promotion or rollback; do not edit by hand.\n"
+        "model_config_list {\n"
+        "  config {\n"
+        f'    name: "{model_name}"\n'
+        f'    base_path: "{base_path}"\n'
+        '    model_platform: "tensorflow"\n'
+        "    model_version_policy {\n"
+        "      specific {\n"
+        f"{policy}"
+        "      }\n"
+        "    }\n"
+        f'    version_labels {{ key: "stable" value: {stable} }}\n'
+        f'    version_labels {{ key: "canary" value: {canary} }}\n'
+        "  }\n"
+        "}\n"
+    )
+
+
+def batching_text(params: BatchingParams) -> str:
+    return (
+        f"max_batch_size {{ value: {params.max_batch_size} }}\n"
+        f"batch_timeout_micros {{ value: {params.batch_timeout_micros} }}\n"
+        f"num_batch_threads {{ value: {params.num_batch_threads} }}\n"
+        f"max_enqueued_batches {{ value: {params.max_enqueued_batches} }}\n"
+    )
+
+
+def write_serving_config(
+    serving_dir: Path, model_name: str, champion: int, previous: int | None, batching: BatchingParams
+) -> None:
+    """stable -> the champion; canary -> the newest version on disk; the previous champion stays
+    loaded so a rollback is instant."""
+    on_disk = versions(serving_dir)
+    if champion not in on_disk:
+        raise FileNotFoundError(f"champion version {champion} is missing from {serving_dir}")
+    canary = max(on_disk)
+    loaded = [champion, canary] + ([previous] if previous in on_disk else [])
+    write_text_atomic(
+        serving_dir / MODELS_CONFIG, models_config_text(model_name, serving_dir, champion, canary, loaded)
+    )
+    write_text_atomic(serving_dir / BATCHING_CONFIG, batching_text(batching))
+
+
+def read_stable_version(serving_dir: Path) -> int | None:
+    """The ``stable`` label of models.config, if there is one."""
+    path = serving_dir / MODELS_CONFIG
+    if not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line.startswith('version_labels { key: "stable"'):
+            return int(line.split("value:")[1].strip(" }"))
+    return None
+
+
+LOCK_FILE = ".promotion.lock"
+
+
+@contextlib.contextmanager
+def promotion_lock(serving_dir: Path) -> Iterator[None]:
+    serving_dir.mkdir(parents=True, exist_ok=True)
+    with open(serving_dir / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("Waiting for another promotion on %s to finish", serving_dir)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

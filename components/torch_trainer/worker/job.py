@@ -1,0 +1,67 @@
+"""The contract between the executor and the DDP worker processes: one JSON file per training job."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+
+# Files rank 0 writes under the job's output directories.
+STATE_DICT_FILE = "state_dict.pt"
+ONNX_FILE = "model.onnx"
+CHECKPOINT_FILE = "checkpoint.pt"
+RESULT_FILE = "result.json"
+HISTORY_FILE = "history.json"
+CURVES_FILE = "training_curves.png"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainJob:
+    data_dir: str  # holds train/ and eval/ array splits
+    model_dir: str  # torch state_dict + ONNX go here (inside the Model artifact)
+    run_dir: str  # checkpoints, history, curves, result (inside the ModelRun artifact)
+    layout: FeatureLayout
+    hparams: TrainerHParams
+    mlflow_tracking_uri: str
+    mlflow_experiment: str
+    mlflow_run_name: str
+    mlflow_tags: dict[str, str]
+
+    def save(self, path: Path) -> None:
+        payload = dataclasses.asdict(self)
+        path.write_text(json.dumps(payload, indent=2, sort_keys=True))
+
+    @classmethod
+    def load(cls, path: Path) -> TrainJob:
+        raw = json.loads(Path(path).read_text())
+        raw["layout"] = FeatureLayout.from_json(json.dumps(raw["layout"]))
+        raw["hparams"] = TrainerHParams.from_dict(raw["hparams"])
+        return cls(**raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """What rank 0 reports back after training and export."""
+
+    best_epoch: int
+    epochs_run: int
+    eval_loss: float
+    eval_auc: float
+    train_examples: int
+    eval_examples: int
+    world_size: int
+    device: str
+    seconds: float
+    examples_per_second: float
+    onnx_max_abs_diff: float
+    mlflow_run_id: str | None
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True))
+
+    @classmethod
+    def load(cls, path: Path) -> TrainResult:
+        return cls(**json.loads(Path(path).read_text()))

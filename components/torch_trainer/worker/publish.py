@@ -1,0 +1,86 @@
+"""Rank 0's side effects: MLflow run, state_dict, ONNX export + onnxruntime check, curves, result."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import torch
+
+from torchtfx.components.shared.mlflow_client import MlflowRun
+from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
+from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.worker.metrics import plot_training_curves
+from torchtfx.components.torch_trainer.worker.model import TabularModel
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+
+logger = logging.getLogger("torchtfx.train")
+
+RUN_ID_FILE = "mlflow_run_id"
+
+
+def start_tracking(job: TrainJob) -> MlflowRun:
+    """Start the MLflow run, or reopen it after an elastic restart (its id is kept in run_dir)."""
+    id_file = Path(job.run_dir) / RUN_ID_FILE
+    if id_file.exists():
+        return MlflowRun(job.mlflow_tracking_uri, id_file.read_text().strip())
+    run = MlflowRun.start(job.mlflow_tracking_uri, job.mlflow_experiment, job.mlflow_run_name, job.mlflow_tags)
+    params = {k: v for k, v in json.loads(job.hparams.to_json()).items()}
+    params.update(
+        dense_features=",".join(job.layout.dense),
+        embedded_features=",".join(job.layout.embedded),
+        cardinalities=",".join(map(str, job.layout.cardinalities)),
+    )
+    run.log_params(params)
+    id_file.parent.mkdir(parents=True, exist_ok=True)
+    id_file.write_text(run.run_id)
+    return run
+
+
+def publish(trainer, final: tuple, epochs_run: int, throughput: float) -> TrainResult:
+    """Save the best weights, export and check ONNX, plot curves, log artifacts, write the result."""
+    job: TrainJob = trainer.job
+    model_dir, run_dir = Path(job.model_dir), Path(job.run_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    net: TabularModel = trainer.model.module.cpu().eval()
+    state_path = model_dir / job_files.STATE_DICT_FILE
+    torch.save(net.state_dict(), state_path)
+    eval_split = ArraySplit.load(Path(job.data_dir) / "eval")
+    onnx_path = model_dir / job_files.ONNX_FILE
+    export_onnx(net, eval_split, onnx_path)
+    onnx_diff = check_onnx(net, onnx_path, eval_split)
+    history_path = run_dir / job_files.HISTORY_FILE
+    history_path.write_text(json.dumps(trainer.history, indent=2))
+    curves_path = run_dir / job_files.CURVES_FILE
+    plot_training_curves(trainer.history, curves_path)
+    eval_loss, eval_auc = final[0], final[1]
+    best_epoch = min(trainer.history, key=lambda h: h["eval_loss"])["epoch"] if trainer.history else 0
+    result = TrainResult(
+        best_epoch=int(best_epoch),
+        epochs_run=epochs_run,
+        eval_loss=float(eval_loss),
+        eval_auc=float(eval_auc),
+        train_examples=len(trainer.train_split) * trainer.ctx.world_size,
+        eval_examples=len(eval_split),
+        world_size=trainer.ctx.world_size,
+        device=str(trainer.ctx.device.type),
+        seconds=trainer.train_seconds,
+        examples_per_second=throughput,
+        onnx_max_abs_diff=onnx_diff,
+        mlflow_run_id=trainer.tracker.run_id if trainer.tracker else None,
+    )
+    if trainer.tracker is not None:
+        tracker: MlflowRun = trainer.tracker
+        tracker.log_metrics(
+            {"best_eval_loss": eval_loss, "best_eval_auc": eval_auc, "onnx_max_abs_diff": onnx_diff}, step=epochs_run
+        )
+        for path, folder in ((state_path, "torch"), (onnx_path, "onnx"), (curves_path, "plots"), (history_path, None)):
+            tracker.log_artifact(path, folder)
+    result.save(run_dir / job_files.RESULT_FILE)
+    logger.info(
+        "Training done: best epoch %s of %s, eval AUC %.4f, eval loss %.4f, %s workers on %s",
+        result.best_epoch, epochs_run, eval_auc, eval_loss, result.world_size, result.device,
+    )  # fmt: skip
+    return result

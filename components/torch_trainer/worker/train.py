@@ -1,0 +1,242 @@
+"""DDP worker: ``python -m torch.distributed.run ... -m torchtfx.components.torch_trainer.worker.train --job JOB``.
+
+Layout follows pytorch/examples' ddp-tutorial-series: setup, a Trainer class, main. ``LOCAL_RANK``
+picks the device; global rank 0 does every side effect (checkpoint, MLflow, export). Workers never
+import TensorFlow: they read the memory-mapped arrays the executor materialized.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import dataclasses
+import logging
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.model_averaging.utils import average_parameters
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.worker import publish
+from torchtfx.components.torch_trainer.worker.job import TrainJob
+from torchtfx.components.torch_trainer.worker.metrics import roc_auc
+from torchtfx.components.torch_trainer.worker.model import TabularModel
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
+
+logger = logging.getLogger("torchtfx.train")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _attempt_store() -> tuple[dist.Store, int, int]:
+    """torchrun's store, with keys private to this restart attempt.
+
+    The elastic agent's store outlives a restart; without a per-attempt prefix, restarted workers can read
+    the dead workers' gloo addresses left in it and fail (or hang) connecting to them.
+    """
+    store, rank, world_size = next(dist.rendezvous("env://"))
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"torchtfx/attempt_{attempt}", store), rank, world_size
+
+
+def setup(use_gpu: bool, threads: int) -> DistContext:
+    """Join the process group torchrun prepared: nccl on CUDA, gloo on CPU."""
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.set_num_threads(threads)
+    store, rank, world_size = _attempt_store()
+    if use_gpu and torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=world_size, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+    return DistContext(dist.get_rank(), local_rank, dist.get_world_size(), device)
+
+
+def save_atomic(obj: object, path: Path) -> None:
+    """Write to a temp file then rename: a crash never leaves a torn checkpoint behind."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class Trainer:
+    def __init__(self, job: TrainJob, ctx: DistContext, splits: tuple[ArraySplit, ArraySplit] | None = None) -> None:
+        """``splits`` (train, eval) already in memory replace the job's arrays (the benchmarks' limit)."""
+        self.job, self.ctx, self.hp = job, ctx, job.hparams
+        torch.manual_seed(self.hp.seed)  # identical initial weights on every rank
+        data = Path(job.data_dir)
+        train, eval_ = splits or (ArraySplit.load(data / "train"), ArraySplit.load(data / "eval"))
+        self.train_split = train.shard(ctx.rank, ctx.world_size, equal=True)
+        self.eval_split = eval_.shard(ctx.rank, ctx.world_size, equal=False)
+        self.train_batches = ShardBatches(self.train_split, self.hp.batch_size, shuffle=True, seed=self.hp.seed)
+        self.eval_batches = ShardBatches(self.eval_split, 8192, shuffle=False, seed=self.hp.seed)
+        model = TabularModel(job.layout, self.hp.hidden_units, self.hp.dropout, self.hp.max_embedding_dim)
+        self.model = DDP(model.to(ctx.device), device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=self.hp.learning_rate, weight_decay=self.hp.weight_decay
+        )
+        self.amp = ctx.device.type == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
+        self.loss_fn = nn.BCEWithLogitsLoss()
+        self.checkpoint_path = Path(job.run_dir) / job_files.CHECKPOINT_FILE
+        self.start_epoch, self.best_loss, self.bad_epochs = 0, float("inf"), 0
+        self.best_state: dict | None = None
+        self.history: list[dict[str, float]] = []
+        self.tracker = None
+        self.train_seconds = 0.0
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def _checkpoint(self, epoch: int) -> None:
+        state = {
+            "epoch": epoch,
+            "model": self.model.module.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "best_loss": self.best_loss,
+            "best_state": self.best_state,
+            "bad_epochs": self.bad_epochs,
+            "history": self.history,
+            # Every rank seeds alike and draws alike (equal shards), so rank 0's CPU generator state is the
+            # state of all: restoring it makes a resumed run continue exactly where the killed one left off.
+            "cpu_rng": torch.get_rng_state(),
+        }
+        save_atomic(state, self.checkpoint_path)
+
+    def resume(self) -> None:
+        """Continue from the last completed epoch when a checkpoint exists (elastic restarts)."""
+        if not self.checkpoint_path.exists():
+            return
+        state = torch.load(self.checkpoint_path, map_location=self.ctx.device, weights_only=True)
+        self.model.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.best_loss, self.best_state = state["best_loss"], state["best_state"]
+        self.bad_epochs, self.history = state["bad_epochs"], state["history"]
+        torch.set_rng_state(state["cpu_rng"])
+        self.start_epoch = state["epoch"] + 1
+        if self.ctx.is_main:
+            logger.info("Resumed from %s at epoch %s", self.checkpoint_path, self.start_epoch + 1)
+
+    # -- one epoch ---------------------------------------------------------------------------
+    def _train_epoch(self, epoch: int) -> float:
+        self.model.train()
+        self.train_batches.set_epoch(epoch)
+        total = torch.zeros(2, dtype=torch.float64, device=self.ctx.device)
+        local_sgd = self.hp.sync_every > 1 and self.ctx.world_size > 1
+        for step, (dense, categorical, label) in enumerate(self.train_batches, start=1):
+            dense, categorical, label = (t.to(self.ctx.device, non_blocking=True) for t in (dense, categorical, label))
+            self.optimizer.zero_grad(set_to_none=True)
+            # no_sync: DDP skips its gradient all-reduce; the ranks are brought together by averaging below.
+            with self.model.no_sync() if local_sgd else contextlib.nullcontext():
+                with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
+                    loss = self.loss_fn(self.model(dense, categorical).float(), label)
+                self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.hp.grad_clip_norm)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            if local_sgd and step % self.hp.sync_every == 0:
+                average_parameters(self.model.parameters(), None)
+            total += torch.stack([loss.detach().double() * len(label), torch.tensor(len(label), device=total.device)])
+        if local_sgd:
+            # Every epoch ends with one model on every rank: evaluation, early stopping and checkpoints see it.
+            average_parameters(self.model.parameters(), None)
+        dist.all_reduce(total)
+        return float(total[0] / total[1])
+
+    @torch.no_grad()
+    def evaluate(self) -> tuple[float, float, np.ndarray, np.ndarray]:
+        """Global eval loss and AUC; every rank gets the same numbers (so the same stop decision)."""
+        net = self.model.module.eval()
+        logits = [net(d.to(self.ctx.device), c.to(self.ctx.device)).float().cpu() for d, c, _ in self.eval_batches]
+        logits_t = torch.cat(logits) if logits else torch.zeros(0)
+        labels = torch.from_numpy(self.eval_split.label)
+        loss_sum = nn.functional.binary_cross_entropy_with_logits(logits_t, labels, reduction="sum")
+        gathered: list = [None] * self.ctx.world_size
+        dist.all_gather_object(gathered, (float(loss_sum), torch.sigmoid(logits_t).numpy(), labels.numpy()))
+        probs = np.concatenate([g[1] for g in gathered])
+        all_labels = np.concatenate([g[2] for g in gathered])
+        return sum(g[0] for g in gathered) / max(len(all_labels), 1), roc_auc(all_labels, probs), probs, all_labels
+
+    # -- the loop ----------------------------------------------------------------------------
+    def train(self) -> tuple[int, float]:
+        """Train with early stopping on eval loss; returns (epochs run, examples per second)."""
+        seen, started = 0, time.perf_counter()
+        epoch = self.start_epoch - 1
+        for epoch in range(self.start_epoch, self.hp.epochs):
+            tick = time.perf_counter()
+            train_loss = self._train_epoch(epoch)
+            eval_loss, eval_auc, _, _ = self.evaluate()
+            seen += len(self.train_split) * self.ctx.world_size
+            record = {"epoch": epoch + 1, "train_loss": train_loss, "eval_loss": eval_loss, "eval_auc": eval_auc}
+            record["examples_per_second"] = len(self.train_split) * self.ctx.world_size / (time.perf_counter() - tick)
+            self.history.append(record)
+            if eval_loss < self.best_loss - 1e-6:
+                self.best_loss, self.bad_epochs = eval_loss, 0
+                self.best_state = copy.deepcopy(self.model.module.state_dict())
+            else:
+                self.bad_epochs += 1
+            if self.ctx.is_main:
+                self._report_epoch(record)
+                self._checkpoint(epoch)
+            if self.bad_epochs >= self.hp.early_stopping_patience:
+                if self.ctx.is_main:
+                    logger.info("Early stopping: eval loss has not improved for %s epochs", self.bad_epochs)
+                break
+        self.train_seconds = time.perf_counter() - started
+        return epoch + 1, seen / self.train_seconds if self.train_seconds > 0 else 0.0
+
+    def _report_epoch(self, record: dict[str, float]) -> None:
+        logger.info(
+            "epoch %s/%s train_loss=%.4f eval_loss=%.4f eval_auc=%.4f (%.0f examples/s)",
+            record["epoch"], self.hp.epochs, record["train_loss"], record["eval_loss"], record["eval_auc"],
+            record["examples_per_second"],
+        )  # fmt: skip
+        if self.tracker is not None:
+            self.tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=int(record["epoch"]))
+
+
+def run(job: TrainJob) -> None:
+    ctx = setup(job.hparams.use_gpu, job.hparams.threads_per_worker)
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
+    try:
+        trainer = Trainer(job, ctx)
+        # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
+        trainer.tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
+        trainer.resume()
+        epochs_run, throughput = trainer.train()
+        trainer.model.module.load_state_dict(trainer.best_state or trainer.model.module.state_dict())
+        final = trainer.evaluate()  # collective: every rank takes part
+        if ctx.is_main:
+            publish.publish(trainer, final, epochs_run, throughput)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--job", required=True, type=Path, help="TrainJob JSON written by the executor")
+    run(TrainJob.load(parser.parse_args(argv).job))
+
+
+if __name__ == "__main__":
+    main()

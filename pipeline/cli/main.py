@@ -1,0 +1,248 @@
+"""The ``torchtfx`` command line: ``run``, ``draft-schema``, ``promote``, ``report``, ``compile`` and
+``submit``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import click
+
+from torchtfx.components.promoter.promotion import PromotionError
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES, TrackingUnavailableError
+from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
+from torchtfx.data.config import DatasetConfigError, load_dataset_config
+from torchtfx.data.sources import DataSourceError
+from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
+from torchtfx.pipeline.gates import GateConfig, GateConfigError
+
+logger = logging.getLogger("torchtfx")
+
+# Errors whose message already tells the user what is wrong and what to do: no traceback.
+_USER_ERRORS = (
+    DatasetConfigError,
+    DataSourceError,
+    HParamsError,
+    GateConfigError,
+    PromotionError,
+    TrackingUnavailableError,
+    LookupError,
+)
+# Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
+REJECTED_EXIT_CODE = 3
+
+
+_OWN_LOGGERS = ("torchtfx",)  # every module logs under torchtfx.*: __name__, or "torchtfx.train" in the DDP workers
+_PROGRESS = ("Component ", "Skipping component ")
+
+
+class _StageProgress(logging.Filter):
+    """Let through TFX's per-component progress lines and every warning, not TFX/Beam INFO chatter."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or str(record.msg).startswith(_PROGRESS)
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for name in _OWN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    absl_logger = logging.getLogger("absl")
+    absl_logger.setLevel(logging.INFO)
+    if not verbose:
+        absl_logger.addFilter(_StageProgress())
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@click.group()
+@click.option("-v", "--verbose", is_flag=True, help="Show TFX/Beam INFO logs too.")
+def cli(verbose: bool) -> None:
+    """torchtfx: research in PyTorch, production in TensorFlow, ONNX in between."""
+    _configure_logging(verbose)
+
+
+@cli.command()
+@click.option(
+    "--dataset",
+    default="taxi",
+    show_default=True,
+    help="Name under data/datasets/ or a YAML path.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="Folder of CSV files [default: packaged data].",
+)
+@click.option(
+    "--pipeline-root",
+    type=click.Path(path_type=Path),
+    default=Path("runs/local"),
+    show_default=True,
+)
+@click.option(
+    "--serving-dir",
+    type=click.Path(path_type=Path),
+    help="[default: <root>/serving/<dataset>]",
+)
+@click.option("--auc-threshold", type=float, help="AUC floor [default: the dataset's gates, else 0.75].")
+@click.option("--max-auc-drop", type=float, help="Allowed AUC drop vs the champion [default: 0.01].")
+@click.option("--epochs", type=int, default=TrainerHParams.epochs, show_default=True)
+@click.option("--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True)
+@click.option("--learning-rate", type=float, default=TrainerHParams.learning_rate, show_default=True)
+@click.option("--seed", type=int, default=TrainerHParams.seed, show_default=True)
+@click.option(
+    "--num-workers",
+    type=int,
+    default=TrainerHParams.num_workers,
+    show_default=True,
+    help="DDP processes.",
+)
+@click.option(
+    "--sync-every",
+    type=int,
+    default=TrainerHParams.sync_every,
+    show_default=True,
+    help="DDP: 1 all-reduces gradients every step; N > 1 averages parameters every N steps (local SGD).",
+)
+@click.option(
+    "--beam-workers",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Beam DirectRunner processes.",
+)
+@click.option(
+    "--beam-mode",
+    type=click.Choice(BEAM_MODES),
+    default=BEAM_MODE_AUTO,
+    show_default=True,
+    help="Beam DirectRunner: in_memory (one process), multi_processing, or auto (in_memory below 32 MiB of CSV).",
+)
+@click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
+@click.option(
+    "--mlflow-unreachable",
+    type=click.Choice(UNREACHABLE_POLICIES),
+    default=FAIL_IF_UNREACHABLE,
+    show_default=True,
+    help="If the MLflow server does not answer: fail before training, or continue untracked (no promotion).",
+)
+def run(
+    dataset,
+    data_dir,
+    pipeline_root,
+    serving_dir,
+    auc_threshold,
+    max_auc_drop,
+    epochs,
+    batch_size,
+    learning_rate,
+    seed,
+    num_workers,
+    sync_every,
+    beam_workers,
+    beam_mode,
+    no_cache,
+    mlflow_unreachable,
+):
+    """Run the whole pipeline locally (LocalDagRunner + Beam DirectRunner)."""
+    from torchtfx.pipeline.local.runner import LocalSettings, run_local
+    from torchtfx.pipeline.reporting.console import print_run_report
+
+    try:
+        hparams = TrainerHParams(
+            epochs=epochs,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            seed=seed,
+            num_workers=num_workers,
+            sync_every=sync_every,
+        ).validate()
+        dataset_cfg = load_dataset_config(dataset)
+        settings = LocalSettings(
+            dataset=dataset_cfg,
+            pipeline_root=pipeline_root,
+            data_dir=data_dir,
+            serving_dir=serving_dir,
+            hparams=hparams,
+            gates=GateConfig.from_dict(dataset_cfg.gates, auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
+            beam_workers=beam_workers,
+            beam_mode=beam_mode,
+            enable_cache=not no_cache,
+            mlflow_unreachable=mlflow_unreachable,
+        )
+        summary, wall = run_local(settings)
+    except _USER_ERRORS as err:
+        raise click.ClickException(str(err)) from err
+    except RuntimeError as err:
+        # Pipeline stage failures (data validation, parity, training) carry a message meant for the user.
+        raise click.ClickException(f"pipeline run failed: {err}") from err
+    if not print_run_report(summary, wall, settings):
+        raise click.exceptions.Exit(REJECTED_EXIT_CODE)
+
+
+@cli.command("draft-schema")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Folder of CSV files.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Where to write schema.pbtxt.",
+)
+def draft_schema_cmd(data_dir: Path, out: Path) -> None:
+    """Draft a schema (types, presence, domains, value ranges) from CSV data, to curate by hand."""
+    from torchtfx.data.schema_draft import draft_schema, write_schema
+
+    try:
+        write_schema(draft_schema(data_dir), out)
+    except DataSourceError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
+
+
+def _register_subcommands() -> None:
+    from torchtfx.pipeline.cli.kubeflow import compile_cmd, submit_cmd
+    from torchtfx.pipeline.cli.promotion import promote, report
+
+    cli.add_command(promote)
+    cli.add_command(report)
+    cli.add_command(compile_cmd)
+    cli.add_command(submit_cmd)
+
+
+_register_subcommands()
+
+
+def main() -> None:
+    # TFT and onnx2tf build tf_keras (Keras 2) models; TF 2.16 would otherwise hand out Keras 3.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    # google-cloud client libraries (pulled in by tfx) warn about Python 3.10 on every import.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    try:
+        cli(prog_name="torchtfx")
+        code = 0
+    except SystemExit as done:  # click ends every command this way, success included
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    # Everything is persisted by now (MLMD, MLflow, artifacts). Skip interpreter teardown: TF's
+    # AtomicFunction.__del__ runs after its modules are gone and prints dozens of harmless tracebacks.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""``torchtfx promote`` (rollback, manual override) and ``torchtfx report``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+_root_option = click.option(
+    "--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True
+)
+_dataset_option = click.option("--dataset", default="taxi", show_default=True, help="Dataset the model serves.")
+_serving_option = click.option(
+    "--serving-dir", type=click.Path(path_type=Path), help="[default: <root>/serving/<dataset>]"
+)
+
+
+def _settings(dataset: str, pipeline_root: Path, serving_dir: Path | None):
+    from torchtfx.data.config import load_dataset_config
+    from torchtfx.pipeline.local.runner import LocalSettings
+
+    return LocalSettings(dataset=load_dataset_config(dataset), pipeline_root=pipeline_root, serving_dir=serving_dir)
+
+
+def _target(settings):
+    from torchtfx.components.promoter.promotion import ServingTarget
+    from torchtfx.components.shared.mlflow_client import Registry, resolve_tracking_uri
+
+    registry = Registry(resolve_tracking_uri(settings.mlflow_default_uri), settings.registered_model_name)
+    return ServingTarget(settings.serving_model_dir, settings.dataset.name, registry, settings.batching)
+
+
+@click.command()
+@_dataset_option
+@_root_option
+@_serving_option
+@click.option("--rollback", is_flag=True, help="Make the previous champion the champion again.")
+@click.option("--version", "registry_version", type=int, help="Make this registry version the champion.")
+@click.option("--reason", default="", help="Why (required with --version; recorded in the registry).")
+def promote(dataset, pipeline_root, serving_dir, rollback, registry_version, reason):
+    """Roll back to the previous champion, or promote a registered version by hand."""
+    from torchtfx.components.promoter import promotion
+    from torchtfx.pipeline.cli.main import _USER_ERRORS
+
+    if rollback == (registry_version is not None):
+        raise click.UsageError("give exactly one of --rollback or --version N")
+    try:
+        target = _target(_settings(dataset, pipeline_root, serving_dir))
+        if rollback:
+            message = promotion.rollback(target)
+        else:
+            message = promotion.set_champion(target, registry_version, reason)
+    except _USER_ERRORS as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(message)
+
+
+@click.command()
+@_dataset_option
+@_root_option
+def report(dataset, pipeline_root):
+    """Write (or rewrite) the HTML report of the latest run and print its path."""
+    from tfx.orchestration import metadata
+
+    from torchtfx.pipeline.reporting.html_report import build_report
+    from torchtfx.pipeline.reporting.summary import latest_run
+
+    settings = _settings(dataset, pipeline_root, None)
+    if not settings.metadata_path.is_file():
+        raise click.ClickException(f"no pipeline runs under {settings.root} (no {settings.metadata_path.name})")
+    summary = latest_run(metadata.sqlite_metadata_connection_config(str(settings.metadata_path)))
+    if summary is None:
+        raise click.ClickException(f"no pipeline runs recorded in {settings.metadata_path}")
+    click.echo(build_report(summary, settings.root, settings.mlflow_default_uri))

@@ -1,0 +1,217 @@
+"""Compile the pipeline for Kubeflow Pipelines: TFX's KubeflowV2DagRunner writes the pipeline spec
+(schema 2.1.0, a bare PipelineSpec, which is what the open-source KFP backend accepts), then the
+PlatformSpec document with node selectors, tolerations, volumes and secrets is appended."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import yaml
+
+from torchtfx.data.config import PROJECT_ROOT, DatasetConfig, load_dataset_config
+from torchtfx.pipeline.beam_args import with_dependency
+from torchtfx.pipeline.gates import GateConfig
+from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings
+
+logger = logging.getLogger(__name__)
+
+# Every step runs TFX's v2 entry point through our launcher fixes (see pipeline/kfp/entrypoint.py).
+ENTRYPOINT_COMMAND = ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"]
+TRAINER_ID = "TorchTrainer"
+EXAMPLE_GEN_ID = "CsvExampleGen"
+# Steps that talk to the MLflow server get its credentials; the others do not.
+MLFLOW_STEPS = ("ChampionModel", "TorchTrainer", "Promoter")
+
+
+def executor_label(component_id: str) -> str:
+    """The deploymentSpec key TFX emits for a component."""
+    return f"{component_id}_executor"
+
+
+def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
+    """The dataset config with its schema path as the image sees it (``project_root``)."""
+    dataset = load_dataset_config(settings.dataset)
+    try:
+        relative = dataset.schema_path.resolve().relative_to(PROJECT_ROOT)
+    except ValueError:
+        raise KubeflowConfigError(
+            f"{settings.source}: the schema {dataset.schema_path} is outside the project, so the image does not "
+            "contain it; put it under schema/ and rebuild the image"
+        ) from None
+    return dataclasses.replace(dataset, schema_path=Path(PurePosixPath(settings.project_root) / relative.as_posix()))
+
+
+def trainer_hparams(settings: KubeflowSettings):
+    """One DDP worker per GPU of a node (or the configured CPU workers on a CPU-only node)."""
+    hparams = settings.trainer.hparams
+    gpus = settings.trainer.gpus_per_node
+    workers = gpus if gpus > 0 else hparams.num_workers
+    return dataclasses.replace(hparams, num_workers=workers, use_gpu=gpus > 0).validate()
+
+
+def pytorchjob_json(settings: KubeflowSettings) -> str:
+    """The PyTorchJob settings the Trainer step uses when training spans several nodes ('' = in-pod)."""
+    trainer = settings.trainer
+    if trainer.num_nodes <= 1:
+        return ""
+    from torchtfx.components.torch_trainer.cluster.pytorchjob import PyTorchJobSettings
+
+    pool = settings.node_pools[trainer.node_pool]
+    secret_env = _mlflow_secret_env(settings)
+    job = PyTorchJobSettings(
+        namespace=trainer.namespace,
+        image=settings.image,
+        num_nodes=trainer.num_nodes,
+        nproc_per_node=trainer_hparams(settings).num_workers,
+        gpus_per_node=trainer.gpus_per_node,
+        gpu_resource=trainer.gpu_type,
+        cpu=_cpu_quantity(trainer.resources.cpu),
+        memory=f"{trainer.resources.memory_gb}G",
+        node_selector=dict(pool.node_selector),
+        tolerations=tuple(pool.tolerations),
+        volumes=tuple({"claim_name": v.claim_name, "mount_path": v.mount_path} for v in settings.volumes),
+        env_from_secrets=tuple(
+            {"secret": s["secretName"], "key": k["secretKey"], "env": k["envVar"]}
+            for s in secret_env
+            for k in s["keyToEnv"]
+        ),
+        elastic_min_nodes=trainer.elastic[0] if trainer.elastic else None,
+        elastic_max_nodes=trainer.elastic[1] if trainer.elastic else None,
+        max_restarts=trainer.max_restarts,
+        backoff_limit=trainer.backoff_limit,
+        timeout_seconds=trainer.timeout_minutes * 60,
+    )
+    job.validate()
+    return job.to_json()
+
+
+def _cpu_quantity(cpu: float) -> str:
+    return str(int(cpu)) if float(cpu).is_integer() else f"{int(cpu * 1000)}m"
+
+
+def build_pipeline(settings: KubeflowSettings):
+    """``create_pipeline`` bound to the cluster's values, with each step's resources attached."""
+    from kfp.pipeline_spec import pipeline_spec_pb2
+
+    from torchtfx.pipeline.pipeline import create_pipeline
+
+    dataset = dataset_in_image(settings)
+    pipeline = create_pipeline(
+        pipeline_name=f"torchtfx-{dataset.name}",
+        pipeline_root=settings.pipeline_root,
+        data_root=settings.data_root,
+        dataset=dataset,
+        serving_model_dir=settings.serving_dir,
+        hparams=trainer_hparams(settings),
+        mlflow_tracking_uri=settings.mlflow.tracking_uri,
+        mlflow_experiment=f"torchtfx-{dataset.name}",
+        registered_model_name=f"torchtfx-{dataset.name}",
+        serving_model_name=dataset.name,
+        gates=GateConfig.from_dict(dataset.gates),
+        code_version=settings.image,
+        beam_pipeline_args=with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}"),
+        pytorchjob_json=pytorchjob_json(settings),
+        mlflow_unreachable=settings.mlflow.unreachable,
+    )
+    spec_cls = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
+    for component in pipeline.components:
+        limits = settings.resources_for(component.id)
+        spec = spec_cls(cpu_limit=limits.cpu, memory_limit=limits.memory_gb)
+        if component.id == TRAINER_ID:
+            spec = spec_cls(cpu_limit=settings.trainer.resources.cpu, memory_limit=settings.trainer.resources.memory_gb)
+            if settings.trainer.gpus_per_node > 0 and settings.trainer.num_nodes == 1:
+                spec.accelerator.type = settings.trainer.gpu_type
+                spec.accelerator.count = settings.trainer.gpus_per_node
+        component.with_platform_config(spec)
+    return pipeline
+
+
+def _mlflow_secret_env(settings: KubeflowSettings) -> list[dict[str, Any]]:
+    mlflow = settings.mlflow
+    if not mlflow.credentials_secret:
+        return []
+    keys = [{"secretKey": key, "envVar": env} for key, env in sorted(mlflow.secret_keys.items())]
+    return [{"secretName": mlflow.credentials_secret, "keyToEnv": keys}]
+
+
+def _pool_for(settings: KubeflowSettings, component_id: str) -> str:
+    if component_id == TRAINER_ID and settings.trainer.num_nodes == 1:
+        return settings.trainer.node_pool
+    return "cpu"
+
+
+def platform_spec(settings: KubeflowSettings, component_ids: list[str]) -> dict[str, Any]:
+    """The kfp-kubernetes PlatformSpec: node pool, tolerations, volumes and secrets per executor label."""
+    executors = {}
+    for component_id in component_ids:
+        pool = settings.node_pools[_pool_for(settings, component_id)]
+        config: dict[str, Any] = {}
+        if pool.node_selector:
+            config["nodeSelector"] = {"labels": dict(pool.node_selector)}
+        if pool.tolerations:
+            config["tolerations"] = [dict(t) for t in pool.tolerations]
+        if settings.volumes:
+            config["pvcMount"] = [{"constant": v.claim_name, "mountPath": v.mount_path} for v in settings.volumes]
+        if component_id in MLFLOW_STEPS and _mlflow_secret_env(settings):
+            config["secretAsEnv"] = _mlflow_secret_env(settings)
+        executors[executor_label(component_id)] = config
+    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
+
+
+def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
+    """What TFX's compiler leaves out: the pipeline root, and ExampleGen's resources (tfx#6146)."""
+    spec["defaultPipelineRoot"] = settings.pipeline_root
+    limits = settings.resources_for(EXAMPLE_GEN_ID)
+    container = spec["deploymentSpec"]["executors"][executor_label(EXAMPLE_GEN_ID)]["container"]
+    container["resources"] = {"cpuLimit": limits.cpu, "memoryLimit": limits.memory_gb}
+
+
+def _runner_config(settings: KubeflowSettings):
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    return v2.KubeflowV2DagRunnerConfig(
+        default_image=settings.image, default_commands=ENTRYPOINT_COMMAND, use_pipeline_spec_2_1=True
+    )
+
+
+def compile_pipeline(settings: KubeflowSettings, output: Path) -> Path:
+    """Write ``output`` (.yaml): the PipelineSpec document, then the PlatformSpec document."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    if output.suffix not in (".yaml", ".yml"):
+        raise KubeflowConfigError(f"{output}: use a .yaml name (a .json name makes a Vertex PipelineJob instead)")
+    pipeline = build_pipeline(settings)
+    with tempfile.TemporaryDirectory() as tmp:
+        v2.KubeflowV2DagRunner(_runner_config(settings), output_dir=tmp, output_filename="pipeline.yaml").run(pipeline)
+        text = (Path(tmp) / "pipeline.yaml").read_text()
+    header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
+    spec = yaml.safe_load(text)
+    _finish_spec(spec, settings)
+    platform = platform_spec(settings, [c.id for c in pipeline.components])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("w") as out:
+        out.write(header)
+        yaml.safe_dump_all([spec, platform], out, sort_keys=True)
+    logger.info("Compiled %s (%s steps) to %s", pipeline.pipeline_info.pipeline_name, len(pipeline.components), output)
+    return output
+
+
+def compile_vertex_job(settings: KubeflowSettings, output: Path) -> Path:
+    """The optional second target: a Vertex AI PipelineJob (.json). Vertex has no PlatformSpec: node pools,
+    tolerations and volumes do not apply (Vertex picks machines from the resources; GCS is mounted at /gcs)."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    if output.suffix != ".json" or not settings.pipeline_root.startswith("gs://"):
+        raise KubeflowConfigError(
+            f"{output}: the Vertex target writes a .json PipelineJob and needs a gs:// pipeline_root"
+        )
+    pipeline = build_pipeline(settings)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    v2.KubeflowV2DagRunner(_runner_config(settings), output_dir=str(output.parent), output_filename=output.name).run(
+        pipeline
+    )
+    return output

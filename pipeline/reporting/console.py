@@ -1,0 +1,39 @@
+"""The end-of-run report printed by ``torchtfx run``."""
+
+from __future__ import annotations
+
+import click
+
+from torchtfx.components.promoter import gate_results
+from torchtfx.pipeline.reporting.html_report import build_report
+from torchtfx.pipeline.reporting.summary import RunSummary, slice_metrics
+
+_SHOWN = ("auc", "auc_precision_recall", "binary_accuracy", "precision", "recall", "calibration", "example_count")
+
+
+def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
+    """Print the run's outcome; returns False when the candidate was rejected by a gate."""
+    click.echo("")
+    click.echo(f"Pipeline run {summary.run_id} finished in {wall:.1f} s")
+    for stage in summary.stages:
+        click.echo(f"  {stage.node:<20} {stage.state:<9} {stage.seconds:7.1f} s")
+    evaluation = summary.output("Evaluator", "evaluation")
+    failures = []
+    if evaluation is not None:
+        metrics = slice_metrics(evaluation.uri)
+        overall = {k: v for k, v in metrics.get("Overall", {}).items()}
+        shown = ", ".join(f"{k}={overall[k]:.4f}" for k in _SHOWN if k in overall)
+        click.echo(f"Evaluation (eval split, overall, candidate): {shown}")
+        click.echo(f"  slices evaluated: {len(metrics)}; full results: {evaluation.uri}")
+        failures = gate_results.gate_failures(evaluation.uri)
+    parity = "n/a" if summary.parity is None else f"{summary.parity:.3g}"
+    click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {parity}")
+    click.echo(f"DDP workers: {summary.ddp_workers}")
+    click.echo(f"MLflow run: {summary.mlflow_run_id} at {settings.mlflow_default_uri}")
+    click.echo(f"  browse: mlflow ui --backend-store-uri {settings.mlflow_default_uri}")
+    click.echo(f"Report: {build_report(summary, settings.root, settings.mlflow_default_uri)}")
+    if summary.pushed_to:
+        click.echo(f"Promoted to champion; pushed model: {summary.pushed_to}")
+        return True
+    click.echo(gate_results.summary(failures), err=True)
+    return False

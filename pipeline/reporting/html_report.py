@@ -1,0 +1,189 @@
+"""Per-run HTML report with PNG plots: candidate vs champion per metric and slice, calibration,
+training curves (from MLflow), parity, and the promotion outcome."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from torchtfx.components.promoter import gate_results
+from torchtfx.pipeline.reporting.summary import RunSummary
+
+REPORT_FILE = "report.html"
+_TABLE_METRICS = (
+    "auc",
+    "auc_precision_recall",
+    "binary_accuracy",
+    "precision",
+    "recall",
+    "calibration",
+    "example_count",
+)
+
+
+def report_dir(pipeline_root: Path, run_id: str) -> Path:
+    return pipeline_root / "reports" / re.sub(r"[^0-9A-Za-z_.-]", "_", run_id)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _metrics_table(values: dict) -> tuple[list[str], dict[tuple[str, str], dict[str, float]]]:
+    """(slices, {(slice, metric): {"candidate": v, "champion": v}})."""
+    table: dict[tuple[str, str], dict[str, float]] = {}
+    slices: list[str] = []
+    for (slice_, metric, model, is_diff), value in values.items():
+        if is_diff or metric not in _TABLE_METRICS:
+            continue
+        role = "champion" if model == gate_results.BASELINE_MODEL_NAME else "candidate"
+        table.setdefault((slice_, metric), {})[role] = value
+        if slice_ not in slices:
+            slices.append(slice_)
+    slices.sort(key=lambda s: (s != "Overall", [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]))
+    return slices, table
+
+
+def _plot_auc_by_slice(slices, table, path: Path) -> None:
+    plt = _pyplot()
+    shown = [s for s in slices if (s, "auc") in table][:30]
+    fig, ax = plt.subplots(figsize=(10, max(3, 0.3 * len(shown))))
+    ys = range(len(shown))
+    ax.barh([y + 0.2 for y in ys], [table[(s, "auc")].get("candidate", 0) for s in shown], 0.4, label="candidate")
+    if any("champion" in table[(s, "auc")] for s in shown):
+        ax.barh([y - 0.2 for y in ys], [table[(s, "auc")].get("champion", 0) for s in shown], 0.4, label="champion")
+    ax.set_yticks(list(ys), shown)
+    ax.invert_yaxis()
+    ax.set(xlabel="AUC", title="AUC per slice", xlim=(0, 1))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _reliability_bins(buckets, bins: int = 10) -> tuple[list[float], list[float]]:
+    """TFMA's fine histogram (10,000 buckets) regrouped into ``bins`` equal-width bins."""
+    sums = [[0.0, 0.0, 0.0] for _ in range(bins)]  # weight, label, prediction
+    for b in buckets:
+        if b.num_weighted_examples.value <= 0:
+            continue
+        i = min(bins - 1, max(0, int(b.lower_threshold_inclusive * bins)))
+        sums[i][0] += b.num_weighted_examples.value
+        sums[i][1] += b.total_weighted_label.value
+        sums[i][2] += b.total_weighted_refined_prediction.value
+    kept = [s for s in sums if s[0] > 0]
+    return [s[2] / s[0] for s in kept], [s[1] / s[0] for s in kept]
+
+
+def _plot_calibration(evaluation_uri: str, path: Path) -> bool:
+    import tensorflow_model_analysis as tfma
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5, 5))
+    drawn = False
+    for plots in tfma.load_plots(evaluation_uri):
+        if gate_results.slice_name(plots.slice_key) != "Overall":
+            continue
+        for kv in plots.plot_keys_and_values:
+            pred, label = _reliability_bins(kv.value.calibration_histogram_buckets.buckets)
+            if not pred:
+                continue
+            name = "champion" if kv.key.model_name == gate_results.BASELINE_MODEL_NAME else "candidate"
+            ax.plot(pred, label, marker="o", markersize=3, label=name)
+            drawn = True
+    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
+    ax.set(xlabel="mean predicted probability", ylabel="observed positive rate", title="Calibration (eval, overall)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return drawn
+
+
+def _plot_losses(tracking_uri: str, run_id: str, path: Path) -> bool:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    drawn = False
+    for key in ("train_loss", "eval_loss"):
+        history = sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)
+        if history:
+            ax.plot([m.step for m in history], [m.value for m in history], marker="o", label=key)
+            drawn = True
+    ax.set(xlabel="epoch", ylabel="binary cross-entropy", title="Training curves (MLflow)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return drawn
+
+
+def _cell(cell: dict[str, float] | None) -> str:
+    if not cell or "candidate" not in cell:
+        return "<td></td>"
+    cand, champ = cell["candidate"], cell.get("champion")
+    if champ is None or cand != cand or champ != champ:  # no champion, or NaN
+        return f"<td>{cand:.4f}</td>"
+    delta = cand - champ
+    color = "#070" if delta > 1e-4 else "#a00" if delta < -1e-4 else "#555"
+    return f"<td>{cand:.4f} <small style='color:{color}'>({delta:+.4f})</small></td>"
+
+
+def _table_html(slices, table) -> str:
+    """One row per slice; each cell is the candidate's value and its change vs the champion."""
+    metrics = [m for m in _TABLE_METRICS if any((s, m) in table for s in slices)]
+    head = "<tr><th>slice</th>" + "".join(f"<th>{m}</th>" for m in metrics) + "</tr>"
+    rows = [
+        f"<tr><td>{html.escape(slice_)}</td>" + "".join(_cell(table.get((slice_, m))) for m in metrics) + "</tr>"
+        for slice_ in slices
+    ]
+    note = "<p><small>candidate value (change vs champion)</small></p>"
+    return f"{note}<table>{head}{''.join(rows)}</table>"
+
+
+def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) -> Path:
+    """Write report.html and its PNGs for one run; returns the HTML path."""
+    out = report_dir(pipeline_root, summary.run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = [f"<h1>torchtfx run {html.escape(summary.run_id)}</h1>", _outcome_html(summary)]
+    evaluation = summary.output("Evaluator", "evaluation")
+    if evaluation is not None:
+        values = gate_results.metric_values(evaluation.uri)
+        slices, table = _metrics_table(values)
+        _plot_auc_by_slice(slices, table, out / "auc_by_slice.png")
+        sections.append('<h2>Candidate vs champion</h2><img src="auc_by_slice.png">')
+        sections.append(_table_html(slices, table))
+        if _plot_calibration(evaluation.uri, out / "calibration.png"):
+            sections.append('<h2>Calibration</h2><img src="calibration.png">')
+        failures = gate_results.gate_failures(evaluation.uri)
+        sections.append(f"<h2>Gates</h2><pre>{html.escape(gate_results.summary(failures))}</pre>")
+    if summary.mlflow_run_id and _plot_losses(tracking_uri, summary.mlflow_run_id, out / "loss_curves.png"):
+        sections.append(f'<h2>Training</h2><p>MLflow run {summary.mlflow_run_id}</p><img src="loss_curves.png">')
+    sections.append(
+        "<h2>Parity</h2><p>max |SavedModel - PyTorch| over the eval split: "
+        f"{'n/a' if summary.parity is None else f'{summary.parity:.3g}'}</p>"
+    )
+    stages = "".join(f"<tr><td>{s.node}</td><td>{s.state}</td><td>{s.seconds:.1f}</td></tr>" for s in summary.stages)
+    sections.append(f"<h2>Stages</h2><table><tr><th>component</th><th>state</th><th>s</th></tr>{stages}</table>")
+    style = "body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
+    path = out / REPORT_FILE
+    path.write_text(
+        f"<html><head><meta charset='utf-8'><style>{style}</style></head><body>{''.join(sections)}</body></html>"
+    )
+    return path
+
+
+def _outcome_html(summary: RunSummary) -> str:
+    if summary.pushed_to:
+        return f"<p><b>Promoted</b>: champion is now served from {html.escape(summary.pushed_to)}</p>"
+    if summary.blessed is False:
+        return "<p><b>Rejected</b>: the champion and the serving directory are unchanged.</p>"
+    return "<p>The run did not reach promotion.</p>"

@@ -1,0 +1,116 @@
+"""What a finished local run produced, read back from ML Metadata: stage times, metrics, paths."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ml_metadata import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from torchtfx.components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, NUM_WORKERS_PROPERTY, PARITY_PROPERTY
+
+_STATES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
+
+
+@dataclasses.dataclass
+class StageTime:
+    node: str
+    state: str
+    seconds: float
+
+
+@dataclasses.dataclass
+class RunSummary:
+    run_id: str
+    stages: list[StageTime]
+    artifacts: dict[str, dict[str, list[metadata_store_pb2.Artifact]]]  # node -> output key -> artifacts
+
+    def output(self, node: str, key: str) -> metadata_store_pb2.Artifact | None:
+        found = self.artifacts.get(node, {}).get(key)
+        return found[0] if found else None
+
+    def custom(self, node: str, key: str, prop: str):
+        artifact = self.output(node, key)
+        if artifact is None or prop not in artifact.custom_properties:
+            return None
+        value = artifact.custom_properties[prop]
+        return getattr(value, value.WhichOneof("value"))
+
+    @property
+    def pushed_to(self) -> str | None:
+        if self.custom("Promoter", "pushed_model", "pushed") != 1:
+            return None
+        return self.custom("Promoter", "pushed_model", "pushed_destination")
+
+    @property
+    def parity(self) -> float | None:
+        value = self.custom("TorchTrainer", "model", PARITY_PROPERTY)
+        return None if value is None else float(value)
+
+    @property
+    def mlflow_run_id(self) -> str | None:
+        return self.custom("TorchTrainer", "model", MLFLOW_RUN_ID_PROPERTY)
+
+    @property
+    def ddp_workers(self) -> int | None:
+        return self.custom("TorchTrainer", "model", NUM_WORKERS_PROPERTY)
+
+    @property
+    def blessed(self) -> bool | None:
+        value = self.custom("Evaluator", "blessing", "blessed")
+        return None if value is None else bool(value)
+
+
+def _node_names(store: metadata_store.MetadataStore) -> dict[int, str]:
+    names = {}
+    for ctx in store.get_contexts_by_type("node"):
+        for execution in store.get_executions_by_context(ctx.id):
+            names[execution.id] = ctx.name.split(".", 1)[-1]
+    return names
+
+
+def _outputs(store: metadata_store.MetadataStore, execution_ids: list[int]) -> dict[int, dict[str, list]]:
+    events = store.get_events_by_execution_ids(execution_ids)
+    wanted = [
+        e for e in events if e.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+    ]
+    by_id = {a.id: a for a in store.get_artifacts_by_id([e.artifact_id for e in wanted])}
+    outputs: dict[int, dict[str, list]] = {}
+    for event in wanted:
+        key = event.path.steps[0].key if event.path.steps else "output"
+        outputs.setdefault(event.execution_id, {}).setdefault(key, []).append(by_id[event.artifact_id])
+    return outputs
+
+
+def latest_run(connection_config: metadata_store_pb2.ConnectionConfig) -> RunSummary | None:
+    """The newest pipeline run in the store, with per-node times and output artifacts."""
+    store = metadata_store.MetadataStore(connection_config)
+    runs = store.get_contexts_by_type("pipeline_run")
+    if not runs:
+        return None
+    run = max(runs, key=lambda c: c.create_time_since_epoch)
+    executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.create_time_since_epoch)
+    names = _node_names(store)
+    outputs = _outputs(store, [e.id for e in executions])
+    stages = [
+        StageTime(
+            node=names.get(e.id, e.type),
+            state=_STATES.get(e.last_known_state, "UNKNOWN"),
+            seconds=(e.last_update_time_since_epoch - e.create_time_since_epoch) / 1000.0,
+        )
+        for e in executions
+    ]
+    artifacts = {names.get(e.id, e.type): outputs.get(e.id, {}) for e in executions}
+    return RunSummary(run_id=run.name, stages=stages, artifacts=artifacts)
+
+
+def slice_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """The candidate's TFMA metrics per slice ("Overall", "payment_type=Cash", ...)."""
+    from torchtfx.components.promoter.gate_results import metric_values
+
+    result: dict[str, dict[str, float]] = {}
+    for (slice_, metric, model, is_diff), value in metric_values(evaluation_uri).items():
+        # the candidate's own values: not the champion's ("baseline"), not their differences
+        if not is_diff and model in ("", "candidate"):
+            result.setdefault(slice_, {})[metric] = value
+    return result
