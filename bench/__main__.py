@@ -31,7 +31,7 @@ def _write(name: str, payload: dict, out: Path) -> None:
 
 def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
     from bench import pipelines, scoring
-    from torchtfx.data.config import load_dataset_config
+    from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
 
     dataset = load_dataset_config("taxi")
@@ -68,14 +68,15 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
 def _serving(work: Path) -> dict:
     from bench import pipelines
     from bench.serving_bench import serving
+    from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.export.parity import measure_parity
     from torchtfx.components.torch_trainer.features import FeatureLayout
-    from torchtfx.components.torch_trainer.flow import EXPORT_DIR, LAYOUT_FILE, load_torch_model
+    from torchtfx.components.torch_trainer.flow import load_torch_model
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
 
     root = work / "ours"
-    export_dir = pipelines.only_subdir(root / "tfx" / "TorchTrainer" / "model") / EXPORT_DIR
-    layout = FeatureLayout.from_json((export_dir / LAYOUT_FILE).read_text())  # the model's own column order
+    export_dir = contracts.export_dir(pipelines.only_subdir(root / "tfx" / contracts.TRAINER_ID / "model"))
+    layout = FeatureLayout.from_json((export_dir / contracts.LAYOUT_FILE).read_text())  # the model's own column order
     serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
     raw_eval = pipelines.eval_examples_dir(root)
     hparams = TrainerHParams()  # `torchtfx run` defaults, as the reference benchmark ran it
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     work.mkdir(parents=True, exist_ok=True)
 
     from bench import scale_bench, trainer_bench
-    from torchtfx.data.config import load_dataset_config
+    from torchtfx.data.config.dataset import load_dataset_config
 
     taxi = load_dataset_config("taxi")
     steps = {

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from bench.measure import ProcessRun, require_success, run_measured
-from torchtfx.data.config import DatasetConfig
+from torchtfx.components.shared import contracts
+from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.pipeline.local.runner import LocalSettings
 
 logger = logging.getLogger(__name__)
@@ -106,7 +107,7 @@ def evaluator_metrics(root: Path) -> dict[str, float]:
     from torchtfx.pipeline.reporting.summary import latest_run, slice_metrics
 
     summary = latest_run(metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
-    evaluation = summary.output("Evaluator", "evaluation") if summary else None
+    evaluation = summary.output(contracts.EVALUATOR_ID, "evaluation") if summary else None
     if evaluation is None:
         raise RuntimeError(f"no Evaluator output recorded in {root}")
     return slice_metrics(evaluation.uri).get("Overall", {})

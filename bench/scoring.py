@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 
 
 def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: DatasetConfig, out_dir: Path) -> dict:
@@ -14,9 +14,8 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
 
     from torchtfx.components.promoter.gate_results import metric_values
     from torchtfx.pipeline.eval_config import OVERALL, build_eval_config
-    from torchtfx.pipeline.gates import GateConfig
 
-    ours = build_eval_config(dataset, GateConfig.from_dict(dataset.gates))
+    ours = build_eval_config(dataset, dataset.gates)
     metrics_specs = [tfma.MetricsSpec() for _ in ours.metrics_specs]
     for spec, our_spec in zip(metrics_specs, ours.metrics_specs, strict=True):
         spec.CopyFrom(our_spec)
@@ -41,9 +40,8 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
 
 def our_model_spec(dataset: DatasetConfig):
     from torchtfx.pipeline.eval_config import build_eval_config
-    from torchtfx.pipeline.gates import GateConfig
 
-    return build_eval_config(dataset, GateConfig.from_dict(dataset.gates)).model_specs[0]
+    return build_eval_config(dataset, dataset.gates).model_specs[0]
 
 
 def reference_model_spec(label_key: str, preprocessing: str):

@@ -69,6 +69,7 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     import tensorflow as tf
     import torch
 
+    from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.export.convert import (
         EXAMPLES_INPUT,
         SERVING_SIGNATURE,
@@ -76,7 +77,6 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
         first_output,
     )
     from torchtfx.components.torch_trainer.flow import load_torch_model
-    from torchtfx.components.torch_trainer.worker import job as job_files
     from torchtfx.components.torch_trainer.worker.model import ProbabilityModel
 
     threads = os.cpu_count() or 1
@@ -84,12 +84,12 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     saved = tf.saved_model.load(str(serving_dir))
     serve = saved.signatures[SERVING_SIGNATURE]
     tick = time.perf_counter()
-    network = convert_onnx(export_dir / job_files.ONNX_FILE, work / "onnx2tf")
+    network = convert_onnx(export_dir / contracts.ONNX_FILE, work / "onnx2tf")
     conversion_seconds = time.perf_counter() - tick
     network_fn = tf.function(lambda d, c: first_output(network([d, c])))
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    session = ort.InferenceSession(str(export_dir / job_files.ONNX_FILE), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(export_dir / contracts.ONNX_FILE), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     torch_net = ProbabilityModel(load_torch_model(export_dir, layout, hparams)).eval()
 

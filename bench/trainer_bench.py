@@ -25,7 +25,7 @@ from torchtfx.components.torch_trainer.materialize import materialize
 from torchtfx.components.torch_trainer.worker.job import RESULT_FILE, TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def _job(data_dir: Path, work: Path, layout: FeatureLayout, hparams: TrainerHPar
 
 def _fixed_epochs(epochs: int, **overrides) -> TrainerHParams:
     # Early stopping off (patience = epochs), so every variant runs the same number of epochs.
-    return TrainerHParams(epochs=epochs, early_stopping_patience=epochs, use_gpu=False, **overrides).validate()
+    return TrainerHParams(epochs=epochs, early_stopping_patience=epochs, use_gpu=False, **overrides)
 
 
 def _train_in_process(job: TrainJob, splits: tuple[ArraySplit, ArraySplit] | None) -> list[dict]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 
 
 class DataSourceError(ValueError):

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from torchtfx.data.config import load_dataset_config
+from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.sources import csv_files, default_data_dir
 
 logger = logging.getLogger(__name__)

@@ -6,8 +6,8 @@ import tensorflow_model_analysis as tfma
 
 from torchtfx.components.torch_trainer.export.convert import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT
-from torchtfx.data.config import DatasetConfig
-from torchtfx.pipeline.gates import GateConfig
+from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.data.config.gates import GateConfig
 
 REPORTED_METRICS = ("ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall", "CalibrationPlot")
 OVERALL = tfma.SlicingSpec()
@@ -53,9 +53,8 @@ def _value_bounded(name: str, low: float | None, high: float | None) -> tfma.Met
 def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     low, high = gates.calibration_band
     metrics = [_auc_config(gates), _value_bounded("Calibration", low, high)]
+    # AUC and Calibration have gates of their own; GateConfig refuses extra bounds on them.
     for name in sorted(set(gates.value_floors) | set(gates.value_ceilings)):
-        if name in ("AUC", "Calibration"):
-            continue
         metrics.append(_value_bounded(name, gates.value_floors.get(name), gates.value_ceilings.get(name)))
     bounded = {m.class_name for m in metrics}
     return metrics + [tfma.MetricConfig(class_name=n) for n in REPORTED_METRICS if n not in bounded]

@@ -9,13 +9,15 @@ from torchtfx.components.champion.component import ChampionModel
 from torchtfx.components.csv_input.component import checked_csv_example_gen
 from torchtfx.components.data_gate.component import DataGate
 from torchtfx.components.promoter.component import Promoter
+from torchtfx.components.shared import contracts
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE
 from torchtfx.components.shared.serving_layout import BatchingParams
 from torchtfx.components.torch_trainer.component import TorchTrainer
+from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.data.config.gates import GateConfig
 from torchtfx.pipeline.eval_config import build_eval_config
-from torchtfx.pipeline.gates import GateConfig
-from torchtfx.pipeline.preprocessing import DATASET_CONFIG_KEY
 
 PREPROCESSING_FN = "torchtfx.pipeline.preprocessing.preprocessing_fn"
 
@@ -42,13 +44,13 @@ def create_pipeline(
     gates: GateConfig,
     code_version: str = "unknown",
     batching: BatchingParams | None = None,
-    parity_tolerance: float = 1e-5,
+    parity_tolerance: float = DEFAULT_PARITY_TOLERANCE,
     beam_pipeline_args: list[str] | None = None,
     metadata_connection_config=None,
     enable_cache: bool = True,
     enable_data_gate: bool = True,
     pytorchjob_json: str = "",
-    mlflow_unreachable: str = "fail",
+    mlflow_unreachable: str = FAIL_IF_UNREACHABLE,
 ) -> tfx.dsl.Pipeline:
     """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator (-> DataGate) -> Transform ->
     TorchTrainer -> Evaluator (gates vs ChampionModel) -> Promoter (TF Serving layout under
@@ -60,19 +62,21 @@ def create_pipeline(
     ``continue`` trains untracked with a loud warning (the Promoter still refuses to promote).
     """
     example_gen = _example_gen(data_root, dataset)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(dataset.schema_path))
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
+        contracts.STATISTICS_GEN_ID
+    )
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(dataset.schema_path)).with_id(contracts.SCHEMA_GEN_ID)
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
-    )
+    ).with_id(contracts.EXAMPLE_VALIDATOR_ID)
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config={DATASET_CONFIG_KEY: dataset.to_json()},
+        custom_config={contracts.DATASET_CONFIG_KEY: dataset.to_json()},
         # Pre/post-transform statistics double Transform's Beam work and nothing here reads them.
         disable_statistics=True,
-    )
+    ).with_id(contracts.TRANSFORM_ID)
     # The baseline is the model in production (registry alias `champion`), not TFX's latest-blessed
     # Resolver, which the open-source KFP v2 backend cannot run; with it come the statistics of the data it
     # was trained on, the DataGate's drift baseline.
@@ -81,7 +85,7 @@ def create_pipeline(
         registered_model_name=registered_model_name,
         mlflow_tracking_uri=mlflow_tracking_uri,
         mlflow_unreachable=mlflow_unreachable,
-    )
+    ).with_id(contracts.CHAMPION_ID)
     components = [example_gen, statistics_gen, schema_gen, example_validator]
     if enable_data_gate:
         data_gate = DataGate(
@@ -90,7 +94,7 @@ def create_pipeline(
             statistics=statistics_gen.outputs["statistics"],
             schema=schema_gen.outputs["schema"],
             baseline_statistics=champion.outputs["champion_statistics"],
-        )
+        ).with_id(contracts.DATA_GATE_ID)
         transform.add_upstream_node(data_gate)
         components.append(data_gate)
     trainer = TorchTrainer(
@@ -98,19 +102,19 @@ def create_pipeline(
         transformed_examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         dataset_config_json=dataset.to_json(),
-        hyperparameters_json=hparams.validate().to_json(),
+        hyperparameters_json=hparams.to_json(),
         mlflow_tracking_uri=mlflow_tracking_uri,
         mlflow_experiment=mlflow_experiment,
         parity_tolerance=parity_tolerance,
         pytorchjob_json=pytorchjob_json,
         mlflow_unreachable=mlflow_unreachable,
-    )
+    ).with_id(contracts.TRAINER_ID)
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=champion.outputs["champion"],
-        eval_config=build_eval_config(dataset, gates.validate()),
-    )
+        eval_config=build_eval_config(dataset, gates),
+    ).with_id(contracts.EVALUATOR_ID)
     promoter = Promoter(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
@@ -123,7 +127,7 @@ def create_pipeline(
         mlflow_tracking_uri=mlflow_tracking_uri,
         code_version=code_version,
         batching=batching or BatchingParams(),
-    )
+    ).with_id(contracts.PROMOTER_ID)
     components += [transform, trainer, champion, evaluator, promoter]
     return tfx.dsl.Pipeline(
         pipeline_name=pipeline_name,

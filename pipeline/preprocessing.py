@@ -13,9 +13,8 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from torchtfx.data.config import DatasetConfig, LabelRule, transformed_name
-
-DATASET_CONFIG_KEY = "dataset_config"
+from torchtfx.components.shared.contracts import DATASET_CONFIG_KEY
+from torchtfx.data.config.dataset import DatasetConfig, LabelRule, transformed_name
 
 
 def _to_dense(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tensor:

@@ -16,7 +16,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from tests import helpers
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
-from torchtfx.data.config import load_dataset_config
+from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.sources import default_data_dir
 
 

@@ -19,7 +19,7 @@ from tfx_bsl.public import tfxio
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.pipeline.preprocessing import transform
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
 
@@ -100,7 +100,7 @@ def tiny_train_job(tmp_path: Path, tiny_taxi, repeat_train: int = 1, **hparams) 
         model_dir=str(tmp_path / "model"),
         run_dir=str(tmp_path / "run"),
         layout=tiny_taxi.layout,
-        hparams=hp.validate(),
+        hparams=hp,
         mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
         mlflow_experiment="test-ddp",
         mlflow_run_name="ddp-test",

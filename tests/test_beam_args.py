@@ -3,7 +3,7 @@
 import pytest
 from tfx.utils import dependency_utils
 
-from torchtfx.data.config import load_dataset_config
+from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.pipeline.beam_args import SMALL_INPUT_BYTES, with_dependency
 from torchtfx.pipeline.local.runner import LocalSettings
 
@@ -59,7 +59,7 @@ def test_explicit_mode_wins_over_input_size(tmp_path):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [("beam_mode", "in-memory", "beam_mode 'in-memory' is not one of auto, in_memory, multi_processing"),
-     ("beam_workers", 0, "beam_workers must be at least 1")],
+     ("beam_workers", 0, "beam_workers: Input should be greater than 0, got 0")],
 )  # fmt: skip
 def test_bad_beam_settings_are_refused_by_name(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from torchtfx.data.config import DatasetConfig, DatasetConfigError, load_dataset_config
+from torchtfx.data.config.dataset import DatasetConfig, DatasetConfigError, load_dataset_config
 
 
 def test_taxi_config_describes_features_label_split_and_slices(taxi_cfg):

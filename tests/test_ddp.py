@@ -9,30 +9,30 @@ import pytest
 import torch
 
 from tests import helpers
+from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError, launch
 from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
-from torchtfx.components.torch_trainer.worker import job as job_files
 from torchtfx.components.torch_trainer.worker.job import TrainResult
 
 
 def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi):
     job = helpers.tiny_train_job(tmp_path, tiny_taxi)
     launch(job, tmp_path / "job.json", tmp_path / "train.log")
-    result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
+    result = TrainResult.load(tmp_path / "run" / contracts.RESULT_FILE)
     assert result.world_size == 2 and result.device == "cpu"
     assert result.epochs_run == 3 and 0.5 < result.eval_auc <= 1.0
     assert result.onnx_max_abs_diff < 1e-5
     # Rank 0 alone writes: one state_dict, one ONNX file, one checkpoint with the epoch.
-    state = torch.load(tmp_path / "model" / job_files.STATE_DICT_FILE, weights_only=True)
+    state = torch.load(tmp_path / "model" / contracts.STATE_DICT_FILE, weights_only=True)
     assert not any(k.startswith("module.") for k in state)  # model.module.state_dict(), not the DDP wrapper
-    ckpt = torch.load(tmp_path / "run" / job_files.CHECKPOINT_FILE, weights_only=True)
+    ckpt = torch.load(tmp_path / "run" / contracts.CHECKPOINT_FILE, weights_only=True)
     assert ckpt["epoch"] == 2
-    assert (tmp_path / "model" / job_files.ONNX_FILE).is_file()
-    assert (tmp_path / "run" / job_files.CURVES_FILE).stat().st_size > 1000
+    assert (tmp_path / "model" / contracts.ONNX_FILE).is_file()
+    assert (tmp_path / "run" / contracts.CURVES_FILE).stat().st_size > 1000
     log = (tmp_path / "train.log").read_text()
     assert "[rank 0]" in log and "[rank 1]" not in log  # rank 0 alone reports progress
     assert log.count("epoch 3/3") == 1
-    history = json.loads((tmp_path / "run" / job_files.HISTORY_FILE).read_text())
+    history = json.loads((tmp_path / "run" / contracts.HISTORY_FILE).read_text())
     assert [h["epoch"] for h in history] == [1, 2, 3]
 
     from mlflow.tracking import MlflowClient
@@ -87,7 +87,7 @@ def test_local_sgd_ends_every_epoch_with_one_model_on_every_rank(tmp_path, tiny_
 def test_two_process_local_sgd_trains_through_torchrun(tmp_path, tiny_taxi):
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, sync_every=4)
     launch(job, tmp_path / "job.json", tmp_path / "train.log")
-    result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
+    result = TrainResult.load(tmp_path / "run" / contracts.RESULT_FILE)
     assert result.world_size == 2 and result.epochs_run == 3 and 0.5 < result.eval_auc <= 1.0
 
 
@@ -95,7 +95,7 @@ def test_early_stopping_ends_training_when_eval_loss_stalls(tmp_path, tiny_taxi)
     # A huge learning rate makes eval loss stall or rise; patience 1 must stop well before 30 epochs.
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, epochs=30, learning_rate=5.0, early_stopping_patience=1)
     launch(job, tmp_path / "job.json", tmp_path / "train.log")
-    result = TrainResult.load(tmp_path / "run" / job_files.RESULT_FILE)
+    result = TrainResult.load(tmp_path / "run" / contracts.RESULT_FILE)
     assert result.epochs_run < 30
     assert "Early stopping" in (tmp_path / "train.log").read_text()
 
@@ -108,10 +108,10 @@ def test_worker_failure_surfaces_with_the_log_tail(tmp_path, tiny_taxi):
 
 
 def test_hyperparameters_are_validated_before_any_work():
-    with pytest.raises(HParamsError, match="batch_size=0"):
-        TrainerHParams(batch_size=0).validate()
-    with pytest.raises(HParamsError, match="sync_every=0"):
-        TrainerHParams(sync_every=0).validate()
-    with pytest.raises(HParamsError, match="unknown trainer hyperparameters: lr"):
-        TrainerHParams.from_dict({"lr": 1})
+    with pytest.raises(HParamsError, match="batch_size: Input should be greater than 0, got 0"):
+        TrainerHParams(batch_size=0)
+    with pytest.raises(HParamsError, match="sync_every: Input should be greater than 0, got 0"):
+        TrainerHParams(sync_every=0)
+    with pytest.raises(HParamsError, match="unknown key lr; allowed keys here: batch_size, "):
+        TrainerHParams.parse({"lr": 1})
     assert np.isclose(TrainerHParams.from_json(TrainerHParams().to_json()).learning_rate, 3e-3)

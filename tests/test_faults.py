@@ -19,13 +19,13 @@ import torch
 from tests import helpers
 from tests.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
-from torchtfx.components.shared import serving_layout
+from torchtfx.components.shared import contracts, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registry
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.constants import WORKER_MODULE
 from torchtfx.components.torch_trainer.worker.job import TrainResult
 from torchtfx.components.torch_trainer.worker.train import save_atomic
-from torchtfx.data.config import PROJECT_ROOT
+from torchtfx.data.config.dataset import PROJECT_ROOT
 
 
 def _world(tmp_path: Path):
@@ -126,11 +126,7 @@ def _kill_a_worker_at_epoch(log: Path, epoch: int, job_path: Path, killed: list[
         time.sleep(0.05)
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if (
-            "torchtfx.components.torch_trainer.worker.train" in cmd
-            and str(job_path) in cmd
-            and "torch.distributed.run" not in cmd
-        ):
+        if WORKER_MODULE in cmd and str(job_path) in cmd and "torch.distributed.run" not in cmd:
             proc.kill()
             killed.append(proc.pid)
             return
@@ -156,8 +152,8 @@ def test_fault_ddp_worker_sigkilled_mid_training_resumes_from_checkpoint(tmp_pat
     resumed = re.findall(r"Resumed from .* at epoch (\d+)", text)
     assert resumed and all(int(epoch) in (2, 3) for epoch in resumed), resumed
     assert text.count("epoch 1/5") == 1
-    expected = TrainResult.load(Path(clean.run_dir) / job_files.RESULT_FILE).eval_auc
-    got = TrainResult.load(Path(faulty.run_dir) / job_files.RESULT_FILE).eval_auc
+    expected = TrainResult.load(Path(clean.run_dir) / contracts.RESULT_FILE).eval_auc
+    got = TrainResult.load(Path(faulty.run_dir) / contracts.RESULT_FILE).eval_auc
     assert abs(got - expected) <= 0.005, (got, expected)
 
 

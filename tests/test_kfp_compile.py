@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests import helpers
-from torchtfx.data.config import PROJECT_ROOT
+from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline, executor_label
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings, settings_from_dict
 
@@ -134,10 +134,19 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
         ({"serving_dir": "/srv/models/../../etc"}, "is not normalized"),
         ({"serving_dir": "/elsewhere/serving"}, "is not on a mounted volume"),
         ({"pipeline_root": "relative/root"}, "'pipeline_root' must be an absolute path or a gs://"),
-        ({"colour": "blue"}, "unknown keys ['colour']"),
+        ({"colour": "blue"}, "unknown key colour; allowed keys here: beam_args, data_root, dataset, image"),
         ({"resources": {"Transform": {"cpu": 2, "memory": "lots"}}}, "memory 'lots' is not a quantity"),
         ({"trainer": {"node_pool": "tpu"}}, "trainer.node_pool 'tpu' is not defined"),
-        ({"trainer": {"hyperparameters": {"epochs": 0}}}, "trainer.hyperparameters: invalid"),
+        (
+            {"trainer": {"hyperparameters": {"epochs": 0}}},
+            "trainer.hyperparameters.epochs: Input should be greater than 0",
+        ),
+        (
+            {"trainer": {"gpus": 2}},
+            "unknown key trainer.gpus; allowed keys here: backoff_limit, cpu, elastic, gpu_type",
+        ),
+        ({"trainer": {"elastic": {"max_nodes": 4}}}, "trainer.elastic.min_nodes: required key is missing"),
+        ({"trainer": {"hyperparameters": {"lr": 0.1}}}, "unknown key trainer.hyperparameters.lr; allowed keys here: "),
         ({"node_pools": {"gpu": {"node_selector": {}}}}, "needs at least a 'cpu' pool"),
     ],
 )

@@ -11,7 +11,7 @@ import pytest
 
 from tests import helpers
 from tests.fake_http import http_server
-from torchtfx.data.config import PROJECT_ROOT
+from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 from torchtfx.pipeline.kfp.submit import SubmitError, submit

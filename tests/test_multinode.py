@@ -24,13 +24,10 @@ from kubernetes import client
 
 from tests import helpers
 from tests.fake_http import http_server
+from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.multinode import run_on_cluster, staging_for
-from torchtfx.components.torch_trainer.cluster.pytorchjob import (
-    PyTorchJobFailedError,
-    PyTorchJobRunner,
-    PyTorchJobSettings,
-)
-from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.torch_trainer.cluster.pytorchjob_runner import PyTorchJobFailedError, PyTorchJobRunner
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 from torchtfx.components.torch_trainer.worker.job import TrainResult
 
 
@@ -124,10 +121,10 @@ def test_two_node_pytorchjob_trains_and_brings_outputs_back(tmp_path, tiny_taxi,
     staging.root.mkdir(parents=True)
     os.rename(job.data_dir, staging.data_dir)  # the Trainer step materializes straight into the staging folder
     run_on_cluster(settings, job, staging, "torchtfx-train-test", runner)
-    result = TrainResult.load(Path(job.run_dir) / job_files.RESULT_FILE)
+    result = TrainResult.load(Path(job.run_dir) / contracts.RESULT_FILE)
     assert result.world_size == 2 and result.epochs_run == 3  # 2 nodes x 1 process, one DDP group
-    assert (Path(job.model_dir) / job_files.ONNX_FILE).is_file()
-    assert (Path(job.model_dir) / job_files.STATE_DICT_FILE).is_file()
+    assert (Path(job.model_dir) / contracts.ONNX_FILE).is_file()
+    assert (Path(job.model_dir) / contracts.STATE_DICT_FILE).is_file()
     assert not staging.root.exists()  # removed after success
     assert not state.procs  # the job was deleted
     master_log = next(tmp_path.glob("*-Master-0.log")).read_text()

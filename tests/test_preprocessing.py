@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from tests import helpers
-from torchtfx.data.config import LabelRule
+from torchtfx.data.config.dataset import LabelRule
 from torchtfx.pipeline.preprocessing import label_fn
 
 

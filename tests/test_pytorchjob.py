@@ -3,7 +3,6 @@ runner against a fake Kubernetes API server (a real HTTP server in a thread, spo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import re
@@ -15,13 +14,15 @@ import pytest
 from kubernetes import client
 
 from tests.fake_http import http_server
-from torchtfx.components.torch_trainer.cluster import pytorchjob as pj
+from torchtfx.components.torch_trainer.cluster import pytorchjob_manifest as manifests
+from torchtfx.components.torch_trainer.cluster import pytorchjob_runner as runners
+from torchtfx.components.torch_trainer.cluster import pytorchjob_settings as job_settings
 
 NS, NAME = "kubeflow", "taxi-train-0123456789"
-LOGGER = "torchtfx.components.torch_trainer.cluster.pytorchjob"
+LOGGER = runners.__name__
 
 
-def settings(**overrides) -> pj.PyTorchJobSettings:
+def settings(**overrides) -> job_settings.PyTorchJobSettings:
     base = dict(
         image="registry.example/torchtfx:1.0",
         num_nodes=2,
@@ -35,12 +36,12 @@ def settings(**overrides) -> pj.PyTorchJobSettings:
         service_account="trainer",
     )
     base.update(overrides)
-    return pj.PyTorchJobSettings(**base)
+    return job_settings.PyTorchJobSettings(**base)
 
 
 def manifest(**overrides) -> dict:
-    command = pj.worker_command("/mnt/pipeline/job.json", 0)
-    return pj.build_manifest(settings(**overrides), NAME, command, {"app": "torchtfx"})
+    command = manifests.worker_command("/mnt/pipeline/job.json", 0)
+    return manifests.build_manifest(settings(**overrides), NAME, command, {"app": "torchtfx"})
 
 
 # ---------------------------------------------------------------- manifest
@@ -115,16 +116,16 @@ def test_pod_templates_survive_the_kubernetes_models(elastic):
 
 def test_job_name_is_a_short_dns_label():
     """Real job_name on awkward inputs (nothing simulated)."""
-    names = [pj.job_name(p, "run-1") for p in ("Taxi_Trainer.v2", "0day", "x" * 200, "--")]
+    names = [manifests.job_name(p, "run-1") for p in ("Taxi_Trainer.v2", "0day", "x" * 200, "--")]
     for name in names:
         assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= 48, name
-    assert pj.job_name("taxi", "run-1") != pj.job_name("taxi", "run-2")
-    assert pj.job_name("taxi", "run-1") == pj.job_name("taxi", "run-1")
+    assert manifests.job_name("taxi", "run-1") != manifests.job_name("taxi", "run-2")
+    assert manifests.job_name("taxi", "run-1") == manifests.job_name("taxi", "run-1")
 
 
 def test_worker_command_matches_the_local_entry_point():
     """Real worker_command (nothing simulated)."""
-    assert pj.worker_command("/mnt/job.json", 3) == [
+    assert manifests.worker_command("/mnt/job.json", 3) == [
         "python", "-m", "torch.distributed.run", "--max-restarts=3",
         "-m", "torchtfx.components.torch_trainer.worker.train", "--job", "/mnt/job.json",
     ]  # fmt: skip
@@ -151,9 +152,9 @@ def test_worker_command_matches_the_local_entry_point():
     ],
 )
 def test_settings_validation_names_the_problem(overrides, message):
-    """Real validate() on one bad setting at a time (nothing simulated)."""
-    with pytest.raises(pj.PyTorchJobConfigError, match=re.escape(message)):
-        settings(**overrides).validate()
+    """Real settings validation on one bad setting at a time (nothing simulated)."""
+    with pytest.raises(job_settings.PyTorchJobConfigError, match=re.escape(message)):
+        settings(**overrides)
 
 
 def test_settings_json_round_trip():
@@ -161,9 +162,9 @@ def test_settings_json_round_trip():
     original = settings(elastic_min_nodes=2, elastic_max_nodes=3)
     text = original.to_json()
     assert json.loads(text) == dict(sorted(json.loads(text).items()))
-    restored = pj.PyTorchJobSettings.from_json(text)
+    restored = job_settings.PyTorchJobSettings.from_json(text)
     assert restored == original and isinstance(restored.tolerations, tuple)
-    assert dataclasses.asdict(restored) == dataclasses.asdict(original)
+    assert restored.model_dump() == original.model_dump()
 
 
 # ------------------------------------------------------- fake API server
@@ -236,11 +237,11 @@ def fake() -> Iterator[FakeKubernetes]:
 
 
 @pytest.fixture
-def runner(fake) -> Iterator[tuple[pj.PyTorchJobRunner, FakeClock]]:
+def runner(fake) -> Iterator[tuple[runners.PyTorchJobRunner, FakeClock]]:
     clock = FakeClock()
     api_client = client.ApiClient(client.Configuration(host=fake.url))
     yield (
-        pj.PyTorchJobRunner(
+        runners.PyTorchJobRunner(
             client.CustomObjectsApi(api_client), client.CoreV1Api(api_client), sleep=clock.sleep, clock=clock
         ),
         clock,
@@ -265,7 +266,7 @@ class FakeClock:
 def worker_pod(exit_code: int) -> dict:
     """A Worker pod whose training container crashed and is restarting (restartPolicy OnFailure)."""
     return {
-        "metadata": {"name": f"{NAME}-worker-0", "labels": {pj.JOB_LABEL: NAME, pj.REPLICA_LABEL: "worker"}},
+        "metadata": {"name": f"{NAME}-worker-0", "labels": {runners.JOB_LABEL: NAME, runners.REPLICA_LABEL: "worker"}},
         "status": {"phase": "Running", "containerStatuses": [{
             "name": "pytorch", "image": "img", "imageID": "", "ready": False, "restartCount": 3,
             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
@@ -276,7 +277,7 @@ def worker_pod(exit_code: int) -> dict:
 
 def master_pod() -> dict:
     return {
-        "metadata": {"name": f"{NAME}-master-0", "labels": {pj.JOB_LABEL: NAME, pj.REPLICA_LABEL: "master"}},
+        "metadata": {"name": f"{NAME}-master-0", "labels": {runners.JOB_LABEL: NAME, runners.REPLICA_LABEL: "master"}},
         "status": {"phase": "Running", "containerStatuses": [{
             "name": "pytorch", "image": "img", "imageID": "", "ready": True, "restartCount": 0,
             "state": {"running": {}},
@@ -296,7 +297,7 @@ def test_success_returns_status_and_deletes(fake, runner):
         status("Created", "Running", "Succeeded", Master={"succeeded": 1}, Worker={"succeeded": 1}),
     ]
     final = run.run(manifest(), timeout_seconds=600, poll_seconds=10)
-    assert pj._latest_condition(final)["type"] == "Succeeded"
+    assert runners._latest_condition(final)["type"] == "Succeeded"
     (post,) = fake.calls("POST")
     assert post["path"] == f"/apis/kubeflow.org/v1/namespaces/{NS}/pytorchjobs"
     assert post["body"] == manifest()  # the real client sent the manifest unchanged
@@ -318,10 +319,10 @@ def test_failure_names_replica_condition_and_log_tail(fake, runner):
     ]
     fake.pods = [master_pod(), worker_pod(exit_code=1)]
     fake.log_text = "epoch 3\nTraceback (most recent call last):\nRuntimeError: NCCL timeout\n"
-    with pytest.raises(pj.PyTorchJobFailedError) as err:
+    with pytest.raises(runners.PyTorchJobFailedError) as err:
         run.run(manifest(), timeout_seconds=600, poll_seconds=10)
     text = str(err.value)
-    assert not isinstance(err.value, pj.PyTorchJobTimeoutError)
+    assert not isinstance(err.value, runners.PyTorchJobTimeoutError)
     assert "Worker: 1 failed" in text and "Master" not in text.splitlines()[0]
     assert f"Failed=PyTorchJobFailed: {message}" in text
     assert "RuntimeError: NCCL timeout" in text and f"{NAME}-worker-0 (exit code 1)" in text
@@ -329,7 +330,7 @@ def test_failure_names_replica_condition_and_log_tail(fake, runner):
     (log_call,) = [r for r in fake.calls("GET") if r["path"].endswith("/log")]
     assert log_call["query"]["container"] == "pytorch" and log_call["query"]["previous"].lower() == "true"
     pod_list = next(r for r in fake.calls("GET") if r["path"].endswith("/pods"))
-    assert pod_list["query"]["labelSelector"] == f"{pj.JOB_LABEL}={NAME}"
+    assert pod_list["query"]["labelSelector"] == f"{runners.JOB_LABEL}={NAME}"
     assert len(fake.calls("DELETE")) == 1 and fake.jobs == {}
 
 
@@ -338,7 +339,7 @@ def test_failure_still_raises_when_pods_cannot_be_listed(fake, runner, caplog):
     run, _ = runner
     fake.statuses = [status("Created", "Failed", message="backoff limit exceeded", Worker={"failed": 1})]
     fake.pod_list_code = 403
-    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(pj.PyTorchJobFailedError, match="backoff"):
+    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(runners.PyTorchJobFailedError, match="backoff"):
         run.run(manifest(), timeout_seconds=600, poll_seconds=10)
     assert any("Could not read the failed pods' logs" in r.getMessage() and "403" in r.getMessage()
                for r in caplog.records)  # fmt: skip
@@ -349,7 +350,7 @@ def test_timeout_raises_and_deletes(fake, runner):
     """Fake API server that stays Running; simulated clock/sleep make 60 s pass instantly."""
     run, clock = runner
     fake.statuses = [status("Created", "Running", Master={"active": 1}, Worker={"active": 1})]
-    with pytest.raises(pj.PyTorchJobTimeoutError, match="Running=PyTorchJobRunning") as err:
+    with pytest.raises(runners.PyTorchJobTimeoutError, match="Running=PyTorchJobRunning") as err:
         run.run(manifest(), timeout_seconds=60, poll_seconds=10)
     assert "within 60s" in str(err.value)
     assert sum(clock.sleeps) == 60 and len(fake.calls("GET")) == 7
@@ -360,7 +361,7 @@ def test_transient_poll_error_is_retried(fake, runner):
     """Fake API server answers one GET with 503; the real client raises ApiException, the runner keeps polling."""
     run, _ = runner
     fake.statuses = [status("Created"), 503, status("Created", "Succeeded")]
-    assert pj._latest_condition(run.run(manifest(), 600, 10))["type"] == "Succeeded"
+    assert runners._latest_condition(run.run(manifest(), 600, 10))["type"] == "Succeeded"
 
 
 def test_delete_tolerates_404(fake, runner, caplog):
@@ -380,7 +381,7 @@ def test_create_errors_give_a_hint_and_delete_nothing(fake, runner, code, hint):
     """Fake API server rejects the POST; the real client raises ApiException, which the runner explains."""
     run, _ = runner
     fake.create_code = code
-    with pytest.raises(pj.PyTorchJobFailedError, match=re.escape(hint)) as err:
+    with pytest.raises(runners.PyTorchJobFailedError, match=re.escape(hint)) as err:
         run.run(manifest(), timeout_seconds=60, poll_seconds=10)
     assert f"({code} " in str(err.value) and "simulated" in str(err.value)
     assert fake.calls("DELETE") == [] and fake.calls("GET") == []
@@ -406,8 +407,8 @@ def test_load_apis_without_credentials_is_a_clear_error(monkeypatch, tmp_path):
     """Real kubernetes config loaders with no service account env and a missing kubeconfig."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
-    with pytest.raises(pj.PyTorchJobConfigError, match="No Kubernetes credentials"):
-        pj.load_kubernetes_apis()
+    with pytest.raises(job_settings.PyTorchJobConfigError, match="No Kubernetes credentials"):
+        runners.load_kubernetes_apis()
 
 
 def test_load_apis_uses_the_kubeconfig_token(fake, monkeypatch, tmp_path):
@@ -421,7 +422,7 @@ def test_load_apis_uses_the_kubeconfig_token(fake, monkeypatch, tmp_path):
     (tmp_path / "config").write_text(json.dumps(kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
-    custom, core = pj.load_kubernetes_apis()
+    custom, core = runners.load_kubernetes_apis()
     core.list_namespaced_pod(NS)
     assert fake.requests[-1]["headers"]["authorization"] == "Bearer file-token"
     custom.api_client.close()

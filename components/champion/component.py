@@ -9,14 +9,14 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from torchtfx.components.champion import executor
-from torchtfx.components.champion.constants import (
-    CHAMPION_KEY,
+from torchtfx.components.champion.constants import CHAMPION_KEY, STATISTICS_KEY
+from torchtfx.components.shared.contracts import (
     MLFLOW_POLICY_KEY,
     MLFLOW_TRACKING_URI_KEY,
     REGISTERED_MODEL_KEY,
     SERVING_DIR_KEY,
-    STATISTICS_KEY,
 )
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE
 from torchtfx.components.shared.run_identity import RUN_TOKEN_KEY, run_token_parameter
 
 
@@ -40,7 +40,11 @@ class ChampionModel(base_component.BaseComponent):
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
     def __init__(
-        self, serving_dir: str, registered_model_name: str, mlflow_tracking_uri: str, mlflow_unreachable: str = "fail"
+        self,
+        serving_dir: str,
+        registered_model_name: str,
+        mlflow_tracking_uri: str,
+        mlflow_unreachable: str = FAIL_IF_UNREACHABLE,
     ) -> None:
         spec = ChampionModelSpec(
             champion=types.Channel(type=standard_artifacts.Model),

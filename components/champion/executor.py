@@ -16,18 +16,20 @@ from tfx.utils import io_utils, path_utils
 
 from torchtfx.components.champion.constants import (
     CHAMPION_KEY,
-    MLFLOW_POLICY_KEY,
-    MLFLOW_TRACKING_URI_KEY,
-    REGISTERED_MODEL_KEY,
     REGISTRY_VERSION_PROPERTY,
-    SERVING_DIR_KEY,
     SERVING_VERSION_PROPERTY,
     SOURCE_PROPERTY,
     STATISTICS_KEY,
 )
 from torchtfx.components.champion.resolve import Champion, resolve_champion
-from torchtfx.components.promoter.constants import TRAIN_STATISTICS_TAG
 from torchtfx.components.shared.absent import ABSENT_PROPERTY
+from torchtfx.components.shared.contracts import (
+    MLFLOW_POLICY_KEY,
+    MLFLOW_TRACKING_URI_KEY,
+    REGISTERED_MODEL_KEY,
+    SERVING_DIR_KEY,
+    TRAIN_STATISTICS_TAG,
+)
 from torchtfx.components.shared.mlflow_client import (
     FAIL_IF_UNREACHABLE,
     Registry,

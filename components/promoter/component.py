@@ -3,8 +3,6 @@ a rejected one is recorded as challenger and production stays byte-identical. Re
 
 from __future__ import annotations
 
-import json
-
 from tfx import types
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
@@ -17,14 +15,12 @@ from torchtfx.components.promoter.constants import (
     CODE_VERSION_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
-    MLFLOW_TRACKING_URI_KEY,
     MODEL_KEY,
     PUSHED_MODEL_KEY,
-    REGISTERED_MODEL_KEY,
-    SERVING_DIR_KEY,
     SERVING_MODEL_NAME_KEY,
     STATISTICS_KEY,
 )
+from torchtfx.components.shared.contracts import MLFLOW_TRACKING_URI_KEY, REGISTERED_MODEL_KEY, SERVING_DIR_KEY
 from torchtfx.components.shared.run_identity import RUN_TOKEN_KEY, run_token_parameter
 from torchtfx.components.shared.serving_layout import BatchingParams
 
@@ -80,7 +76,7 @@ class Promoter(base_component.BaseComponent):
             registered_model_name=registered_model_name,
             mlflow_tracking_uri=mlflow_tracking_uri,
             code_version=code_version,
-            batching_parameters=json.dumps(batching.validate().__dict__, sort_keys=True),
+            batching_parameters=batching.to_json(),
             run_token=run_token_parameter(),
         )
         super().__init__(spec=spec)

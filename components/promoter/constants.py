@@ -1,23 +1,16 @@
-"""Artifact, parameter and property keys of the Promoter component."""
+"""Artifact and parameter keys of the Promoter component; the PushedModel's property names (TFX Pusher's),
+the registry tags and the keys it shares with other components are in ``components.shared.contracts``."""
 
-MODEL_KEY = "model"
-BLESSING_KEY = "model_blessing"
+from tfx.types import standard_component_specs
+
+# TFX's Pusher keys for what the Pusher executor's methods read (model, blessing, pushed model).
+MODEL_KEY = standard_component_specs.MODEL_KEY
+BLESSING_KEY = standard_component_specs.MODEL_BLESSING_KEY
 EVALUATION_KEY = "evaluation"
 EXAMPLES_KEY = "examples"
 STATISTICS_KEY = "statistics"  # the training data's statistics: the next runs' drift baseline
-PUSHED_MODEL_KEY = "pushed_model"
+PUSHED_MODEL_KEY = standard_component_specs.PUSHED_MODEL_KEY
 
-SERVING_DIR_KEY = "serving_dir"
 SERVING_MODEL_NAME_KEY = "serving_model_name"
-REGISTERED_MODEL_KEY = "registered_model_name"
-MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
 CODE_VERSION_KEY = "code_version"
 BATCHING_KEY = "batching_parameters"
-
-# Same property names as TFX's Pusher, so tools that read PushedModel artifacts keep working.
-# Registry tag: where the statistics of a version's training data live (ChampionModel reads it back).
-TRAIN_STATISTICS_TAG = "train_statistics_uri"
-PUSHED_PROPERTY = "pushed"
-PUSHED_DESTINATION_PROPERTY = "pushed_destination"
-PUSHED_VERSION_PROPERTY = "pushed_version"
-REJECTION_PROPERTY = "rejection_reasons"

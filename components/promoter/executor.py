@@ -1,38 +1,41 @@
-"""Thin TFX glue: promote the blessed candidate, or record the rejected one, via promotion.py."""
+"""Thin TFX glue: promote the blessed candidate, or record the rejected one, via promotion.py.
+
+A subclass of TFX's Pusher executor, as tfx-addons' huggingface_pusher is: its blessing check, model path and
+``pushed`` / ``pushed_destination`` / ``pushed_version`` marks (names and types) are exactly what TFX tools
+read from a PushedModel artifact."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from tfx import types
-from tfx.dsl.components.base import base_executor
+from tfx.components.pusher import executor as pusher_executor
 from tfx.types import artifact_utils
-from tfx.utils import path_utils
 
 from torchtfx.components.promoter import gate_results, promotion
 from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
-    BLESSING_KEY,
     CODE_VERSION_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
-    MLFLOW_TRACKING_URI_KEY,
     MODEL_KEY,
-    PUSHED_DESTINATION_PROPERTY,
     PUSHED_MODEL_KEY,
-    PUSHED_PROPERTY,
-    PUSHED_VERSION_PROPERTY,
+    SERVING_MODEL_NAME_KEY,
+    STATISTICS_KEY,
+)
+from torchtfx.components.shared import contracts
+from torchtfx.components.shared.artifact_uris import remote_uri
+from torchtfx.components.shared.contracts import (
+    MLFLOW_RUN_ID_PROPERTY,
+    MLFLOW_TRACKING_URI_KEY,
+    PARITY_PROPERTY,
     REGISTERED_MODEL_KEY,
     REJECTION_PROPERTY,
     SERVING_DIR_KEY,
-    SERVING_MODEL_NAME_KEY,
-    STATISTICS_KEY,
     TRAIN_STATISTICS_TAG,
 )
-from torchtfx.components.shared.artifact_uris import remote_uri
 from torchtfx.components.shared.mlflow_client import (
     Registry,
     TrackingUnavailableError,
@@ -41,7 +44,6 @@ from torchtfx.components.shared.mlflow_client import (
 )
 from torchtfx.components.shared.run_identity import run_identity
 from torchtfx.components.shared.serving_layout import BatchingParams
-from torchtfx.components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, PARITY_PROPERTY
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def _require_registry(tracking_uri: str) -> None:
         ) from None
 
 
-class Executor(base_executor.BaseExecutor):
+class Executor(pusher_executor.Executor):
     def Do(
         self,
         input_dict: dict[str, list[types.Artifact]],
@@ -91,7 +93,6 @@ class Executor(base_executor.BaseExecutor):
     ) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         model = artifact_utils.get_single_instance(input_dict[MODEL_KEY])
-        blessing = artifact_utils.get_single_instance(input_dict[BLESSING_KEY])
         evaluation = artifact_utils.get_single_instance(input_dict[EVALUATION_KEY])
         examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
         statistics = (input_dict.get(STATISTICS_KEY) or [None])[0]
@@ -103,25 +104,23 @@ class Executor(base_executor.BaseExecutor):
             registry=Registry(
                 resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]), exec_properties[REGISTERED_MODEL_KEY]
             ),
-            batching=BatchingParams(**json.loads(exec_properties[BATCHING_KEY])),
+            batching=BatchingParams.from_json(exec_properties[BATCHING_KEY]),
         )
         run_id, execution_id = run_identity(self, exec_properties)
-        onnx_path = Path(model.uri) / "export" / "model.onnx"
+        onnx_path = contracts.onnx_path(model.uri)
         candidate = promotion.Candidate(
-            saved_model_dir=Path(path_utils.serving_model_path(model.uri)),
+            saved_model_dir=Path(self.GetModelPath(input_dict)),
             onnx_path=onnx_path if onnx_path.is_file() else None,
             mlflow_run_id=_prop(model, MLFLOW_RUN_ID_PROPERTY),
             tags=_tags(model, examples, statistics, evaluation.uri, exec_properties, run_id, execution_id),
         )
         _require_registry(target.registry.tracking_uri)  # before any change: promotion never half-happens
-        if _prop(blessing, "blessed", 0) == 1:
+        if self.CheckBlessing(input_dict):
             version = promotion.promote(candidate, target)
-            pushed.set_int_custom_property(PUSHED_PROPERTY, 1)
-            pushed.set_string_custom_property(PUSHED_DESTINATION_PROPERTY, str(serving_dir / str(version)))
-            pushed.set_int_custom_property(PUSHED_VERSION_PROPERTY, version)
+            self._MarkPushed(pushed, pushed_destination=str(serving_dir / str(version)), pushed_version=str(version))
             return
         reasons = [f.line() for f in gate_results.gate_failures(evaluation.uri)] or ["not blessed by the Evaluator"]
         promotion.reject(candidate, target, reasons)
-        pushed.set_int_custom_property(PUSHED_PROPERTY, 0)
+        self._MarkNotPushed(pushed)
         pushed.set_string_custom_property(REJECTION_PROPERTY, "\n".join(reasons))
         logger.warning("Candidate rejected; production unchanged:\n%s", "\n".join(reasons))

@@ -8,7 +8,6 @@ any reader never sees a partial version folder or a half-written config.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
 import logging
 import os
@@ -18,6 +17,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import pydantic
+
+from torchtfx.data.config.strict import ConfigError, StrictConfig
+
 logger = logging.getLogger(__name__)
 
 MODELS_CONFIG = "models.config"
@@ -25,18 +28,19 @@ BATCHING_CONFIG = "batching_parameters.txt"
 TMP_PREFIX = ".incoming-"
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchingParams:
-    max_batch_size: int = 1024
-    batch_timeout_micros: int = 2000
-    num_batch_threads: int = 4
-    max_enqueued_batches: int = 100
+class BatchingConfigError(ConfigError):
+    """A batching parameter is unknown or not positive."""
 
-    def validate(self) -> BatchingParams:
-        bad = [f"{k}={v}" for k, v in dataclasses.asdict(self).items() if v < 1]
-        if bad:
-            raise ValueError(f"batching parameters must be positive: {', '.join(bad)}")
-        return self
+
+class BatchingParams(StrictConfig):
+    """TF Serving's --batching_parameters_file, written beside models.config."""
+
+    config_error = BatchingConfigError
+
+    max_batch_size: pydantic.PositiveInt = 1024
+    batch_timeout_micros: pydantic.PositiveInt = 2000
+    num_batch_threads: pydantic.PositiveInt = 4
+    max_enqueued_batches: pydantic.PositiveInt = 100
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -8,14 +8,14 @@ from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
+from torchtfx.components.shared.contracts import DATASET_CONFIG_KEY, MLFLOW_POLICY_KEY, MLFLOW_TRACKING_URI_KEY
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE
 from torchtfx.components.torch_trainer import executor
 from torchtfx.components.torch_trainer.constants import (
-    DATASET_CONFIG_KEY,
+    DEFAULT_PARITY_TOLERANCE,
     EXAMPLES_KEY,
     HPARAMS_KEY,
     MLFLOW_EXPERIMENT_KEY,
-    MLFLOW_POLICY_KEY,
-    MLFLOW_TRACKING_URI_KEY,
     MODEL_KEY,
     MODEL_RUN_KEY,
     PARITY_TOLERANCE_KEY,
@@ -61,9 +61,9 @@ class TorchTrainer(base_component.BaseComponent):
         hyperparameters_json: str,
         mlflow_tracking_uri: str,
         mlflow_experiment: str,
-        parity_tolerance: float = 1e-5,
+        parity_tolerance: float = DEFAULT_PARITY_TOLERANCE,
         pytorchjob_json: str = "",
-        mlflow_unreachable: str = "fail",
+        mlflow_unreachable: str = FAIL_IF_UNREACHABLE,
     ) -> None:
         spec = TorchTrainerSpec(
             examples=examples,
@@ -71,12 +71,14 @@ class TorchTrainer(base_component.BaseComponent):
             transform_graph=transform_graph,
             model=types.Channel(type=standard_artifacts.Model),
             model_run=types.Channel(type=standard_artifacts.ModelRun),
-            dataset_config=dataset_config_json,
-            hyperparameters=hyperparameters_json,
-            mlflow_tracking_uri=mlflow_tracking_uri,
-            mlflow_experiment=mlflow_experiment,
-            parity_tolerance=parity_tolerance,
-            pytorchjob=pytorchjob_json,
-            mlflow_unreachable=mlflow_unreachable,
+            **{
+                DATASET_CONFIG_KEY: dataset_config_json,
+                HPARAMS_KEY: hyperparameters_json,
+                MLFLOW_TRACKING_URI_KEY: mlflow_tracking_uri,
+                MLFLOW_EXPERIMENT_KEY: mlflow_experiment,
+                PARITY_TOLERANCE_KEY: parity_tolerance,
+                PYTORCHJOB_KEY: pytorchjob_json,
+                MLFLOW_POLICY_KEY: mlflow_unreachable,
+            },
         )
         super().__init__(spec=spec)

@@ -1,4 +1,5 @@
-"""Artifact, parameter and custom-property keys of the TorchTrainer component."""
+"""Artifact and parameter keys of the TorchTrainer component; what other components read is in
+``components.shared.contracts``."""
 
 # Artifact keys
 EXAMPLES_KEY = "examples"
@@ -6,17 +7,14 @@ TRANSFORMED_EXAMPLES_KEY = "transformed_examples"
 TRANSFORM_GRAPH_KEY = "transform_graph"
 MODEL_KEY = "model"
 MODEL_RUN_KEY = "model_run"
-# Parameter keys
-DATASET_CONFIG_KEY = "dataset_config"
+# Parameter keys (the dataset config, MLflow URI and policy keys are shared: see contracts)
 HPARAMS_KEY = "hyperparameters"
-MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
 MLFLOW_EXPERIMENT_KEY = "mlflow_experiment"
-MLFLOW_POLICY_KEY = "mlflow_unreachable"  # fail | continue (see tracking.py)
 PARITY_TOLERANCE_KEY = "parity_tolerance"
 # JSON PyTorchJobSettings when training spans several nodes (Kubeflow Training Operator); "" trains in-process.
 PYTORCHJOB_KEY = "pytorchjob"
-# Custom properties recorded on the Model artifact
-PARITY_PROPERTY = "parity_max_abs_diff"
-MLFLOW_RUN_ID_PROPERTY = "mlflow_run_id"
-EVAL_AUC_PROPERTY = "torch_eval_auc"
-NUM_WORKERS_PROPERTY = "ddp_world_size"
+
+# Largest |SavedModel - PyTorch| probability difference on the eval split that the parity gate accepts.
+DEFAULT_PARITY_TOLERANCE = 1e-5
+# The DDP worker's module, started by torchrun locally and inside each PyTorchJob replica.
+WORKER_MODULE = "torchtfx.components.torch_trainer.worker.train"

@@ -11,30 +11,32 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
-from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
-from torchtfx.components.shared.run_identity import run_identity
-from torchtfx.components.torch_trainer import flow
-from torchtfx.components.torch_trainer.cluster.pytorchjob import PyTorchJobSettings
-from torchtfx.components.torch_trainer.constants import (
+from torchtfx.components.shared.contracts import (
     DATASET_CONFIG_KEY,
     EVAL_AUC_PROPERTY,
-    EXAMPLES_KEY,
-    HPARAMS_KEY,
-    MLFLOW_EXPERIMENT_KEY,
     MLFLOW_POLICY_KEY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
-    MODEL_KEY,
-    MODEL_RUN_KEY,
     NUM_WORKERS_PROPERTY,
     PARITY_PROPERTY,
+)
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
+from torchtfx.components.shared.run_identity import run_identity
+from torchtfx.components.torch_trainer import flow
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
+from torchtfx.components.torch_trainer.constants import (
+    EXAMPLES_KEY,
+    HPARAMS_KEY,
+    MLFLOW_EXPERIMENT_KEY,
+    MODEL_KEY,
+    MODEL_RUN_KEY,
     PARITY_TOLERANCE_KEY,
     PYTORCHJOB_KEY,
     TRANSFORM_GRAPH_KEY,
     TRANSFORMED_EXAMPLES_KEY,
 )
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +51,7 @@ def _split_uri(examples: types.Artifact, split: str) -> str:
 def _pytorchjob(text: str | None) -> PyTorchJobSettings | None:
     if not text:
         return None
-    settings = PyTorchJobSettings.from_json(text)
-    settings.validate()
-    return settings
+    return PyTorchJobSettings.from_json(text, PYTORCHJOB_KEY)
 
 
 class Executor(base_executor.BaseExecutor):

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 
-from torchtfx.data.config import DatasetConfig, transformed_name
+from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 
 DENSE_INPUT = "dense"
 CATEGORICAL_INPUT = "categorical"

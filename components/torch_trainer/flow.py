@@ -10,25 +10,21 @@ from pathlib import Path
 import tensorflow_transform as tft
 import torch
 
+from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.cluster.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
-from torchtfx.components.torch_trainer.cluster.pytorchjob import PyTorchJobSettings
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityReport, enforce, measure_parity
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
-from torchtfx.components.torch_trainer.worker import job as job_files
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.model import TabularModel
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
-
-EXPORT_DIR = "export"
-LAYOUT_FILE = "layout.json"
-TRAIN_LOG_FILE = "train.log"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +58,7 @@ class TrainOutcome:
 
 def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams) -> TabularModel:
     model = TabularModel(layout, hparams.hidden_units, hparams.dropout, hparams.max_embedding_dim)
-    state = torch.load(export_dir / job_files.STATE_DICT_FILE, map_location="cpu", weights_only=True)
+    state = torch.load(export_dir / contracts.STATE_DICT_FILE, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
     return model.eval()
 
@@ -90,8 +86,8 @@ def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_
     if staging is not None:
         run_on_cluster(request.pytorchjob, job, staging, staging.root.name)
     else:
-        launch(job, Path(request.work_dir) / "job.json", Path(request.run_uri) / TRAIN_LOG_FILE)
-    return TrainResult.load(Path(request.run_uri) / job_files.RESULT_FILE)
+        launch(job, Path(request.work_dir) / "job.json", Path(request.run_uri) / contracts.TRAIN_LOG_FILE)
+    return TrainResult.load(Path(request.run_uri) / contracts.RESULT_FILE)
 
 
 def run(request: TrainRequest) -> TrainOutcome:
@@ -99,9 +95,9 @@ def run(request: TrainRequest) -> TrainOutcome:
     tick = time.perf_counter()
     tft_output = tft.TFTransformOutput(request.transform_graph_uri)
     layout = layout_from_transform(request.dataset, tft_output)
-    export_dir = Path(request.model_uri) / EXPORT_DIR
+    export_dir = contracts.export_dir(request.model_uri)
     export_dir.mkdir(parents=True, exist_ok=True)
-    (export_dir / LAYOUT_FILE).write_text(layout.to_json())
+    (export_dir / contracts.LAYOUT_FILE).write_text(layout.to_json())
     staging = _staging(request)
     # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
     data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
@@ -113,7 +109,7 @@ def run(request: TrainRequest) -> TrainOutcome:
     seconds["train"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    network = convert_onnx(export_dir / job_files.ONNX_FILE, Path(request.work_dir) / "onnx2tf")
+    network = convert_onnx(export_dir / contracts.ONNX_FILE, Path(request.work_dir) / "onnx2tf")
     build_serving_model(network, tft_output, request.dataset, layout, Path(request.serving_dir))
     seconds["convert"] = time.perf_counter() - tick
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from torchtfx.data.config import DatasetConfigError
+from torchtfx.components.shared import contracts
+from torchtfx.pipeline.cli.errors import USER_ERRORS
 
 
 @click.command("compile")
@@ -33,14 +34,14 @@ from torchtfx.data.config import DatasetConfigError
 def compile_cmd(config_path: Path, output: Path | None, target: str) -> None:
     """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended."""
     from torchtfx.pipeline.kfp.compile import compile_pipeline, compile_vertex_job
-    from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings
+    from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 
     try:
         settings = load_kubeflow_settings(config_path)
         suffix = ".yaml" if target == "kfp" else ".json"
-        output = output or Path("kubeflow/build") / f"torchtfx-{Path(settings.dataset).stem}{suffix}"
+        output = output or Path("kubeflow/build") / f"{contracts.pipeline_name(Path(settings.dataset).stem)}{suffix}"
         (compile_pipeline if target == "kfp" else compile_vertex_job)(settings, output)
-    except (KubeflowConfigError, DatasetConfigError, ValueError) as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"Compiled pipeline spec: {output}")
     if target == "kfp":

@@ -11,28 +11,14 @@ from pathlib import Path
 
 import click
 
-from torchtfx.components.promoter.promotion import PromotionError
-from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES, TrackingUnavailableError
-from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
-from torchtfx.data.config import DatasetConfigError, load_dataset_config
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.sources import DataSourceError
 from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
-from torchtfx.pipeline.gates import GateConfig, GateConfigError
+from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, USER_ERRORS
 
 logger = logging.getLogger("torchtfx")
-
-# Errors whose message already tells the user what is wrong and what to do: no traceback.
-_USER_ERRORS = (
-    DatasetConfigError,
-    DataSourceError,
-    HParamsError,
-    GateConfigError,
-    PromotionError,
-    TrackingUnavailableError,
-    LookupError,
-)
-# Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
-REJECTED_EXIT_CODE = 3
 
 
 _OWN_LOGGERS = ("torchtfx",)  # every module logs under torchtfx.*: __name__, or "torchtfx.train" in the DDP workers
@@ -95,21 +81,21 @@ def cli(verbose: bool) -> None:
 )
 @click.option("--auc-threshold", type=float, help="AUC floor [default: the dataset's gates, else 0.75].")
 @click.option("--max-auc-drop", type=float, help="Allowed AUC drop vs the champion [default: 0.01].")
-@click.option("--epochs", type=int, default=TrainerHParams.epochs, show_default=True)
-@click.option("--batch-size", type=int, default=TrainerHParams.batch_size, show_default=True)
-@click.option("--learning-rate", type=float, default=TrainerHParams.learning_rate, show_default=True)
-@click.option("--seed", type=int, default=TrainerHParams.seed, show_default=True)
+@click.option("--epochs", type=int, default=TrainerHParams.default_of("epochs"), show_default=True)
+@click.option("--batch-size", type=int, default=TrainerHParams.default_of("batch_size"), show_default=True)
+@click.option("--learning-rate", type=float, default=TrainerHParams.default_of("learning_rate"), show_default=True)
+@click.option("--seed", type=int, default=TrainerHParams.default_of("seed"), show_default=True)
 @click.option(
     "--num-workers",
     type=int,
-    default=TrainerHParams.num_workers,
+    default=TrainerHParams.default_of("num_workers"),
     show_default=True,
     help="DDP processes.",
 )
 @click.option(
     "--sync-every",
     type=int,
-    default=TrainerHParams.sync_every,
+    default=TrainerHParams.default_of("sync_every"),
     show_default=True,
     help="DDP: 1 all-reduces gradients every step; N > 1 averages parameters every N steps (local SGD).",
 )
@@ -158,14 +144,9 @@ def run(
     from torchtfx.pipeline.reporting.console import print_run_report
 
     try:
-        hparams = TrainerHParams(
-            epochs=epochs,
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            seed=seed,
-            num_workers=num_workers,
-            sync_every=sync_every,
-        ).validate()
+        options = dict(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed,
+                       num_workers=num_workers, sync_every=sync_every)  # fmt: skip
+        hparams = TrainerHParams.parse(options, "trainer options (--epochs, --batch-size, ...)")
         dataset_cfg = load_dataset_config(dataset)
         settings = LocalSettings(
             dataset=dataset_cfg,
@@ -173,14 +154,14 @@ def run(
             data_dir=data_dir,
             serving_dir=serving_dir,
             hparams=hparams,
-            gates=GateConfig.from_dict(dataset_cfg.gates, auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
+            gates=dataset_cfg.gates.with_overrides(auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
             beam_workers=beam_workers,
             beam_mode=beam_mode,
             enable_cache=not no_cache,
             mlflow_unreachable=mlflow_unreachable,
         )
         summary, wall = run_local(settings)
-    except _USER_ERRORS as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from err
     except RuntimeError as err:
         # Pipeline stage failures (data validation, parity, training) carry a message meant for the user.

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from torchtfx.pipeline.cli.errors import USER_ERRORS
+
 _root_option = click.option(
     "--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True
 )
@@ -16,7 +18,7 @@ _serving_option = click.option(
 
 
 def _settings(dataset: str, pipeline_root: Path, serving_dir: Path | None):
-    from torchtfx.data.config import load_dataset_config
+    from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.pipeline.local.runner import LocalSettings
 
     return LocalSettings(dataset=load_dataset_config(dataset), pipeline_root=pipeline_root, serving_dir=serving_dir)
@@ -40,7 +42,6 @@ def _target(settings):
 def promote(dataset, pipeline_root, serving_dir, rollback, registry_version, reason):
     """Roll back to the previous champion, or promote a registered version by hand."""
     from torchtfx.components.promoter import promotion
-    from torchtfx.pipeline.cli.main import _USER_ERRORS
 
     if rollback == (registry_version is not None):
         raise click.UsageError("give exactly one of --rollback or --version N")
@@ -50,7 +51,7 @@ def promote(dataset, pipeline_root, serving_dir, rollback, registry_version, rea
             message = promotion.rollback(target)
         else:
             message = promotion.set_champion(target, registry_version, reason)
-    except _USER_ERRORS as err:
+    except USER_ERRORS as err:
         raise click.ClickException(str(err)) from err
     click.echo(message)
 

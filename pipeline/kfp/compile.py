@@ -4,7 +4,6 @@ PlatformSpec document with node selectors, tolerations, volumes and secrets is a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 from pathlib import Path, PurePosixPath
@@ -12,19 +11,15 @@ from typing import Any
 
 import yaml
 
-from torchtfx.data.config import PROJECT_ROOT, DatasetConfig, load_dataset_config
+from torchtfx.components.shared import contracts
+from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, load_dataset_config
 from torchtfx.pipeline.beam_args import with_dependency
-from torchtfx.pipeline.gates import GateConfig
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings
 
 logger = logging.getLogger(__name__)
 
 # Every step runs TFX's v2 entry point through our launcher fixes (see pipeline/kfp/entrypoint.py).
 ENTRYPOINT_COMMAND = ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"]
-TRAINER_ID = "TorchTrainer"
-EXAMPLE_GEN_ID = "CsvExampleGen"
-# Steps that talk to the MLflow server get its credentials; the others do not.
-MLFLOW_STEPS = ("ChampionModel", "TorchTrainer", "Promoter")
 
 
 def executor_label(component_id: str) -> str:
@@ -42,7 +37,7 @@ def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
             f"{settings.source}: the schema {dataset.schema_path} is outside the project, so the image does not "
             "contain it; put it under schema/ and rebuild the image"
         ) from None
-    return dataclasses.replace(dataset, schema_path=Path(PurePosixPath(settings.project_root) / relative.as_posix()))
+    return dataset.replace(schema_path=Path(PurePosixPath(settings.project_root) / relative.as_posix()))
 
 
 def trainer_hparams(settings: KubeflowSettings):
@@ -50,7 +45,7 @@ def trainer_hparams(settings: KubeflowSettings):
     hparams = settings.trainer.hparams
     gpus = settings.trainer.gpus_per_node
     workers = gpus if gpus > 0 else hparams.num_workers
-    return dataclasses.replace(hparams, num_workers=workers, use_gpu=gpus > 0).validate()
+    return hparams.replace(num_workers=workers, use_gpu=gpus > 0)
 
 
 def pytorchjob_json(settings: KubeflowSettings) -> str:
@@ -58,7 +53,7 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
     trainer = settings.trainer
     if trainer.num_nodes <= 1:
         return ""
-    from torchtfx.components.torch_trainer.cluster.pytorchjob import PyTorchJobSettings
+    from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 
     pool = settings.node_pools[trainer.node_pool]
     secret_env = _mlflow_secret_env(settings)
@@ -72,20 +67,19 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
         cpu=_cpu_quantity(trainer.resources.cpu),
         memory=f"{trainer.resources.memory_gb}G",
         node_selector=dict(pool.node_selector),
-        tolerations=tuple(pool.tolerations),
-        volumes=tuple({"claim_name": v.claim_name, "mount_path": v.mount_path} for v in settings.volumes),
+        tolerations=pool.tolerations,
+        volumes=settings.volumes,
         env_from_secrets=tuple(
             {"secret": s["secretName"], "key": k["secretKey"], "env": k["envVar"]}
             for s in secret_env
             for k in s["keyToEnv"]
         ),
-        elastic_min_nodes=trainer.elastic[0] if trainer.elastic else None,
-        elastic_max_nodes=trainer.elastic[1] if trainer.elastic else None,
+        elastic_min_nodes=trainer.elastic.min_nodes if trainer.elastic else None,
+        elastic_max_nodes=trainer.elastic.max_nodes if trainer.elastic else None,
         max_restarts=trainer.max_restarts,
         backoff_limit=trainer.backoff_limit,
         timeout_seconds=trainer.timeout_minutes * 60,
     )
-    job.validate()
     return job.to_json()
 
 
@@ -101,17 +95,17 @@ def build_pipeline(settings: KubeflowSettings):
 
     dataset = dataset_in_image(settings)
     pipeline = create_pipeline(
-        pipeline_name=f"torchtfx-{dataset.name}",
+        pipeline_name=contracts.pipeline_name(dataset.name),
         pipeline_root=settings.pipeline_root,
         data_root=settings.data_root,
         dataset=dataset,
         serving_model_dir=settings.serving_dir,
         hparams=trainer_hparams(settings),
         mlflow_tracking_uri=settings.mlflow.tracking_uri,
-        mlflow_experiment=f"torchtfx-{dataset.name}",
-        registered_model_name=f"torchtfx-{dataset.name}",
+        mlflow_experiment=contracts.pipeline_name(dataset.name),
+        registered_model_name=contracts.pipeline_name(dataset.name),
         serving_model_name=dataset.name,
-        gates=GateConfig.from_dict(dataset.gates),
+        gates=dataset.gates,
         code_version=settings.image,
         beam_pipeline_args=with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}"),
         pytorchjob_json=pytorchjob_json(settings),
@@ -121,7 +115,7 @@ def build_pipeline(settings: KubeflowSettings):
     for component in pipeline.components:
         limits = settings.resources_for(component.id)
         spec = spec_cls(cpu_limit=limits.cpu, memory_limit=limits.memory_gb)
-        if component.id == TRAINER_ID:
+        if component.id == contracts.TRAINER_ID:
             spec = spec_cls(cpu_limit=settings.trainer.resources.cpu, memory_limit=settings.trainer.resources.memory_gb)
             if settings.trainer.gpus_per_node > 0 and settings.trainer.num_nodes == 1:
                 spec.accelerator.type = settings.trainer.gpu_type
@@ -139,7 +133,7 @@ def _mlflow_secret_env(settings: KubeflowSettings) -> list[dict[str, Any]]:
 
 
 def _pool_for(settings: KubeflowSettings, component_id: str) -> str:
-    if component_id == TRAINER_ID and settings.trainer.num_nodes == 1:
+    if component_id == contracts.TRAINER_ID and settings.trainer.num_nodes == 1:
         return settings.trainer.node_pool
     return "cpu"
 
@@ -153,10 +147,10 @@ def platform_spec(settings: KubeflowSettings, component_ids: list[str]) -> dict[
         if pool.node_selector:
             config["nodeSelector"] = {"labels": dict(pool.node_selector)}
         if pool.tolerations:
-            config["tolerations"] = [dict(t) for t in pool.tolerations]
+            config["tolerations"] = [t.to_k8s() for t in pool.tolerations]
         if settings.volumes:
             config["pvcMount"] = [{"constant": v.claim_name, "mountPath": v.mount_path} for v in settings.volumes]
-        if component_id in MLFLOW_STEPS and _mlflow_secret_env(settings):
+        if component_id in contracts.MLFLOW_STEP_IDS and _mlflow_secret_env(settings):
             config["secretAsEnv"] = _mlflow_secret_env(settings)
         executors[executor_label(component_id)] = config
     return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
@@ -165,8 +159,8 @@ def platform_spec(settings: KubeflowSettings, component_ids: list[str]) -> dict[
 def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
     """What TFX's compiler leaves out: the pipeline root, and ExampleGen's resources (tfx#6146)."""
     spec["defaultPipelineRoot"] = settings.pipeline_root
-    limits = settings.resources_for(EXAMPLE_GEN_ID)
-    container = spec["deploymentSpec"]["executors"][executor_label(EXAMPLE_GEN_ID)]["container"]
+    limits = settings.resources_for(contracts.EXAMPLE_GEN_ID)
+    container = spec["deploymentSpec"]["executors"][executor_label(contracts.EXAMPLE_GEN_ID)]["container"]
     container["resources"] = {"cpuLimit": limits.cpu, "memoryLimit": limits.memory_gb}
 
 

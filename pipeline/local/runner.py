@@ -3,44 +3,57 @@ MLflow under the pipeline root. Binds local paths and calls ``create_pipeline``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import subprocess
 import time
 from pathlib import Path
 
-from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
+import pydantic
+
+from torchtfx.components.shared import contracts
+from torchtfx.components.shared.mlflow_client import (
+    FAIL_IF_UNREACHABLE,
+    UNREACHABLE_POLICIES,
+    resolve_tracking_uri,
+    tracking_uri_or_none,
+)
 from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.data.config import PROJECT_ROOT, DatasetConfig
+from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig
+from torchtfx.data.config.gates import GateConfig
+from torchtfx.data.config.strict import ConfigError, StrictConfig, one_of
 from torchtfx.data.sources import csv_files, default_data_dir
 from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES, SMALL_INPUT_BYTES, with_dependency
-from torchtfx.pipeline.gates import GateConfig
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
 
 logger = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True)
-class LocalSettings:
+class LocalSettingsError(ConfigError):
+    """A local run setting is unknown or out of range."""
+
+
+class LocalSettings(StrictConfig):
+    """What a local run binds: paths on this machine, Beam's DirectRunner mode, and the typed configs."""
+
+    config_error = LocalSettingsError
+
     dataset: DatasetConfig
     pipeline_root: Path
     data_dir: Path | None = None  # None: the dataset's packaged default
     serving_dir: Path | None = None  # None: <pipeline_root>/serving/<dataset>
-    hparams: TrainerHParams = dataclasses.field(default_factory=TrainerHParams)
-    gates: GateConfig = dataclasses.field(default_factory=GateConfig)
-    batching: BatchingParams = dataclasses.field(default_factory=BatchingParams)
-    parity_tolerance: float = 1e-5
-    beam_workers: int = 2
+    hparams: TrainerHParams = TrainerHParams()
+    gates: GateConfig = GateConfig()
+    batching: BatchingParams = BatchingParams()
+    parity_tolerance: pydantic.PositiveFloat = DEFAULT_PARITY_TOLERANCE
+    beam_workers: pydantic.PositiveInt = 2
     beam_mode: str = BEAM_MODE_AUTO  # or "in_memory", "multi_processing"
     enable_cache: bool = True
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # or CONTINUE_IF_UNREACHABLE
 
-    def __post_init__(self) -> None:
-        if self.beam_mode not in BEAM_MODES:
-            raise ValueError(f"beam_mode {self.beam_mode!r} is not one of {', '.join(BEAM_MODES)}")
-        if self.beam_workers < 1:
-            raise ValueError(f"beam_workers must be at least 1, got {self.beam_workers}")
+    _known_mode = one_of("beam_mode", BEAM_MODES)
+    _known_policy = one_of("mlflow_unreachable", UNREACHABLE_POLICIES)
 
     @property
     def root(self) -> Path:
@@ -60,7 +73,7 @@ class LocalSettings:
 
     @property
     def pipeline_name(self) -> str:
-        return f"torchtfx-{self.dataset.name}"
+        return contracts.pipeline_name(self.dataset.name)
 
     @property
     def registered_model_name(self) -> str:

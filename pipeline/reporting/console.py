@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from torchtfx.components.promoter import gate_results
+from torchtfx.components.shared import contracts
 from torchtfx.pipeline.reporting.html_report import build_report
 from torchtfx.pipeline.reporting.summary import RunSummary, slice_metrics
 
@@ -17,7 +18,7 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     click.echo(f"Pipeline run {summary.run_id} finished in {wall:.1f} s")
     for stage in summary.stages:
         click.echo(f"  {stage.node:<20} {stage.state:<9} {stage.seconds:7.1f} s")
-    evaluation = summary.output("Evaluator", "evaluation")
+    evaluation = summary.output(contracts.EVALUATOR_ID, "evaluation")
     failures = []
     if evaluation is not None:
         metrics = slice_metrics(evaluation.uri)

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from torchtfx.components.promoter import gate_results
+from torchtfx.components.shared import contracts
 from torchtfx.pipeline.reporting.summary import RunSummary
 
 REPORT_FILE = "report.html"
@@ -154,7 +155,7 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
     out = report_dir(pipeline_root, summary.run_id)
     out.mkdir(parents=True, exist_ok=True)
     sections = [f"<h1>torchtfx run {html.escape(summary.run_id)}</h1>", _outcome_html(summary)]
-    evaluation = summary.output("Evaluator", "evaluation")
+    evaluation = summary.output(contracts.EVALUATOR_ID, "evaluation")
     if evaluation is not None:
         values = gate_results.metric_values(evaluation.uri)
         slices, table = _metrics_table(values)

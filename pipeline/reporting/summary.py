@@ -7,7 +7,7 @@ import dataclasses
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from torchtfx.components.torch_trainer.constants import MLFLOW_RUN_ID_PROPERTY, NUM_WORKERS_PROPERTY, PARITY_PROPERTY
+from torchtfx.components.shared import contracts
 
 _STATES = {v: k for k, v in metadata_store_pb2.Execution.State.items()}
 
@@ -38,26 +38,26 @@ class RunSummary:
 
     @property
     def pushed_to(self) -> str | None:
-        if self.custom("Promoter", "pushed_model", "pushed") != 1:
+        if self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.PUSHED_PROPERTY) != 1:
             return None
-        return self.custom("Promoter", "pushed_model", "pushed_destination")
+        return self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.PUSHED_DESTINATION_PROPERTY)
 
     @property
     def parity(self) -> float | None:
-        value = self.custom("TorchTrainer", "model", PARITY_PROPERTY)
+        value = self.custom(contracts.TRAINER_ID, "model", contracts.PARITY_PROPERTY)
         return None if value is None else float(value)
 
     @property
     def mlflow_run_id(self) -> str | None:
-        return self.custom("TorchTrainer", "model", MLFLOW_RUN_ID_PROPERTY)
+        return self.custom(contracts.TRAINER_ID, "model", contracts.MLFLOW_RUN_ID_PROPERTY)
 
     @property
     def ddp_workers(self) -> int | None:
-        return self.custom("TorchTrainer", "model", NUM_WORKERS_PROPERTY)
+        return self.custom(contracts.TRAINER_ID, "model", contracts.NUM_WORKERS_PROPERTY)
 
     @property
     def blessed(self) -> bool | None:
-        value = self.custom("Evaluator", "blessing", "blessed")
+        value = self.custom(contracts.EVALUATOR_ID, "blessing", contracts.BLESSED_PROPERTY)
         return None if value is None else bool(value)
 
 

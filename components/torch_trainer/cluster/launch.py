@@ -9,11 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from torchtfx.components.torch_trainer.constants import WORKER_MODULE
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 
 logger = logging.getLogger(__name__)
-
-WORKER_MODULE = "torchtfx.components.torch_trainer.worker.train"
 
 
 class TrainingFailedError(RuntimeError):

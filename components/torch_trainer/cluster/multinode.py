@@ -13,15 +13,9 @@ import logging
 import shutil
 from pathlib import Path
 
-from torchtfx.components.torch_trainer.cluster.pytorchjob import (
-    PyTorchJobConfigError,
-    PyTorchJobRunner,
-    PyTorchJobSettings,
-    build_manifest,
-    job_name,
-    load_kubernetes_apis,
-    worker_command,
-)
+from torchtfx.components.torch_trainer.cluster.pytorchjob_manifest import build_manifest, job_name, worker_command
+from torchtfx.components.torch_trainer.cluster.pytorchjob_runner import PyTorchJobRunner, load_kubernetes_apis
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 
 logger = logging.getLogger(__name__)
@@ -56,7 +50,7 @@ def staging_for(settings: PyTorchJobSettings, name: str) -> Staging:
             "multi-node training needs a shared ReadWriteMany volume (volumes: in the Kubeflow config) that "
             "the Trainer step and every PyTorchJob replica mount"
         )
-    return Staging(Path(settings.volumes[0]["mount_path"]) / STAGING_FOLDER / name)
+    return Staging(Path(settings.volumes[0].mount_path) / STAGING_FOLDER / name)
 
 
 def run_on_cluster(

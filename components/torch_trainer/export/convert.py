@@ -14,7 +14,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT, FeatureLayout
-from torchtfx.data.config import DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
 

@@ -9,14 +9,6 @@ from pathlib import Path
 from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 
-# Files rank 0 writes under the job's output directories.
-STATE_DICT_FILE = "state_dict.pt"
-ONNX_FILE = "model.onnx"
-CHECKPOINT_FILE = "checkpoint.pt"
-RESULT_FILE = "result.json"
-HISTORY_FILE = "history.json"
-CURVES_FILE = "training_curves.png"
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainJob:
@@ -31,14 +23,14 @@ class TrainJob:
     mlflow_tags: dict[str, str]
 
     def save(self, path: Path) -> None:
-        payload = dataclasses.asdict(self)
+        payload = {**dataclasses.asdict(self), "hparams": self.hparams.model_dump(mode="json")}
         path.write_text(json.dumps(payload, indent=2, sort_keys=True))
 
     @classmethod
     def load(cls, path: Path) -> TrainJob:
         raw = json.loads(Path(path).read_text())
         raw["layout"] = FeatureLayout.from_json(json.dumps(raw["layout"]))
-        raw["hparams"] = TrainerHParams.from_dict(raw["hparams"])
+        raw["hparams"] = TrainerHParams.parse(raw["hparams"], f"{path}: hparams")
         return cls(**raw)
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
+from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
-from torchtfx.components.torch_trainer.worker import job as job_files
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.metrics import plot_training_curves
 from torchtfx.components.torch_trainer.worker.model import TabularModel
@@ -18,12 +18,10 @@ from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
 logger = logging.getLogger("torchtfx.train")
 
-RUN_ID_FILE = "mlflow_run_id"
-
 
 def start_tracking(job: TrainJob) -> MlflowRun:
     """Start the MLflow run, or reopen it after an elastic restart (its id is kept in run_dir)."""
-    id_file = Path(job.run_dir) / RUN_ID_FILE
+    id_file = Path(job.run_dir) / contracts.MLFLOW_RUN_ID_FILE
     if id_file.exists():
         return MlflowRun(job.mlflow_tracking_uri, id_file.read_text().strip())
     run = MlflowRun.start(job.mlflow_tracking_uri, job.mlflow_experiment, job.mlflow_run_name, job.mlflow_tags)
@@ -45,15 +43,15 @@ def publish(trainer, final: tuple, epochs_run: int, throughput: float) -> TrainR
     model_dir, run_dir = Path(job.model_dir), Path(job.run_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     net: TabularModel = trainer.model.module.cpu().eval()
-    state_path = model_dir / job_files.STATE_DICT_FILE
+    state_path = model_dir / contracts.STATE_DICT_FILE
     torch.save(net.state_dict(), state_path)
     eval_split = ArraySplit.load(Path(job.data_dir) / "eval")
-    onnx_path = model_dir / job_files.ONNX_FILE
+    onnx_path = model_dir / contracts.ONNX_FILE
     export_onnx(net, eval_split, onnx_path)
     onnx_diff = check_onnx(net, onnx_path, eval_split)
-    history_path = run_dir / job_files.HISTORY_FILE
+    history_path = run_dir / contracts.HISTORY_FILE
     history_path.write_text(json.dumps(trainer.history, indent=2))
-    curves_path = run_dir / job_files.CURVES_FILE
+    curves_path = run_dir / contracts.CURVES_FILE
     plot_training_curves(trainer.history, curves_path)
     eval_loss, eval_auc = final[0], final[1]
     best_epoch = min(trainer.history, key=lambda h: h["eval_loss"])["epoch"] if trainer.history else 0
@@ -78,7 +76,7 @@ def publish(trainer, final: tuple, epochs_run: int, throughput: float) -> TrainR
         )
         for path, folder in ((state_path, "torch"), (onnx_path, "onnx"), (curves_path, "plots"), (history_path, None)):
             tracker.log_artifact(path, folder)
-    result.save(run_dir / job_files.RESULT_FILE)
+    result.save(run_dir / contracts.RESULT_FILE)
     logger.info(
         "Training done: best epoch %s of %s, eval AUC %.4f, eval loss %.4f, %s workers on %s",
         result.best_epoch, epochs_run, eval_auc, eval_loss, result.world_size, result.device,

@@ -23,7 +23,7 @@ from torch import nn
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from torchtfx.components.torch_trainer.worker import job as job_files
+from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import roc_auc
@@ -97,7 +97,7 @@ class Trainer:
         self.amp = ctx.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         self.loss_fn = nn.BCEWithLogitsLoss()
-        self.checkpoint_path = Path(job.run_dir) / job_files.CHECKPOINT_FILE
+        self.checkpoint_path = Path(job.run_dir) / contracts.CHECKPOINT_FILE
         self.start_epoch, self.best_loss, self.bad_epochs = 0, float("inf"), 0
         self.best_state: dict | None = None
         self.history: list[dict[str, float]] = []

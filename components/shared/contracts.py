@@ -1,0 +1,94 @@
+"""The contracts between components, each defined here and nowhere else.
+
+- the ids of the pipeline's nodes (``create_pipeline`` assigns them; the CLI summary, the Kubeflow compiler and
+  the benchmarks look nodes up by them);
+- the Model artifact's layout, which the TorchTrainer writes and the Promoter, the benchmarks and ML tooling read;
+- the ModelRun artifact's files;
+- execution-parameter keys and custom-property names that more than one component reads;
+- how a dataset's pipeline, MLflow experiment and registered model are named.
+
+Plain constants and path helpers only (no TFX import): the DDP workers, which never import TensorFlow, use it too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# -- node ids ---------------------------------------------------------------------------------------------
+EXAMPLE_GEN_ID = "CsvExampleGen"
+STATISTICS_GEN_ID = "StatisticsGen"
+SCHEMA_GEN_ID = "ImportSchemaGen"
+EXAMPLE_VALIDATOR_ID = "ExampleValidator"
+DATA_GATE_ID = "DataGate"
+TRANSFORM_ID = "Transform"
+TRAINER_ID = "TorchTrainer"
+CHAMPION_ID = "ChampionModel"
+EVALUATOR_ID = "Evaluator"
+PROMOTER_ID = "Promoter"
+# Steps that talk to the MLflow server (they get its credentials on Kubeflow; the others do not).
+MLFLOW_STEP_IDS = (CHAMPION_ID, TRAINER_ID, PROMOTER_ID)
+
+# -- the Model artifact -------------------------------------------------------------------------------------
+# <model uri>/Format-Serving/            the SavedModel (TFX's path_utils.serving_model_dir; a test checks they agree)
+# <model uri>/export/state_dict.pt       the trained PyTorch weights (torch.load(weights_only=True))
+# <model uri>/export/model.onnx          the ONNX export the SavedModel was converted from
+# <model uri>/export/layout.json         the FeatureLayout: which transformed columns the network reads, in order
+SERVING_MODEL_SUBDIR = "Format-Serving"
+EXPORT_SUBDIR = "export"
+STATE_DICT_FILE = "state_dict.pt"
+ONNX_FILE = "model.onnx"
+LAYOUT_FILE = "layout.json"
+
+
+def export_dir(model_uri: str | Path) -> Path:
+    return Path(model_uri) / EXPORT_SUBDIR
+
+
+def onnx_path(model_uri: str | Path) -> Path:
+    return export_dir(model_uri) / ONNX_FILE
+
+
+def state_dict_path(model_uri: str | Path) -> Path:
+    return export_dir(model_uri) / STATE_DICT_FILE
+
+
+def layout_path(model_uri: str | Path) -> Path:
+    return export_dir(model_uri) / LAYOUT_FILE
+
+
+# -- the ModelRun artifact ----------------------------------------------------------------------------------
+TRAIN_LOG_FILE = "train.log"
+HISTORY_FILE = "history.json"
+CURVES_FILE = "training_curves.png"
+CHECKPOINT_FILE = "checkpoint.pt"
+RESULT_FILE = "result.json"
+MLFLOW_RUN_ID_FILE = "mlflow_run_id"
+
+# -- execution parameters read by more than one component ---------------------------------------------------
+DATASET_CONFIG_KEY = "dataset_config"  # the DatasetConfig as JSON: Transform's custom_config and the Trainer's
+MLFLOW_TRACKING_URI_KEY = "mlflow_tracking_uri"
+MLFLOW_POLICY_KEY = "mlflow_unreachable"  # fail | continue (components.shared.mlflow_client)
+SERVING_DIR_KEY = "serving_dir"
+REGISTERED_MODEL_KEY = "registered_model_name"
+
+# -- custom properties read across components ---------------------------------------------------------------
+# On the Model artifact (written by the TorchTrainer; read by the Promoter and the run summary).
+PARITY_PROPERTY = "parity_max_abs_diff"  # as text: MLMD's sqlite store keeps doubles to 6 decimal places
+MLFLOW_RUN_ID_PROPERTY = "mlflow_run_id"
+EVAL_AUC_PROPERTY = "torch_eval_auc"
+NUM_WORKERS_PROPERTY = "ddp_world_size"
+# On the PushedModel artifact: TFX Pusher's names and types (pushed: int, the others strings).
+PUSHED_PROPERTY = "pushed"
+PUSHED_DESTINATION_PROPERTY = "pushed_destination"
+PUSHED_VERSION_PROPERTY = "pushed_version"
+REJECTION_PROPERTY = "rejection_reasons"
+# On the ModelBlessing artifact (TFX's Evaluator writes it).
+BLESSED_PROPERTY = "blessed"
+# Registry tag: where the statistics of a version's training data live (the Promoter writes, ChampionModel reads).
+TRAIN_STATISTICS_TAG = "train_statistics_uri"
+
+
+# -- naming -------------------------------------------------------------------------------------------------
+def pipeline_name(dataset_name: str) -> str:
+    """The pipeline's name; also its MLflow experiment and its registered model (whose aliases say who serves)."""
+    return f"torchtfx-{dataset_name}"

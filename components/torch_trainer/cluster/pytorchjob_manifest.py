@@ -1,0 +1,118 @@
+"""The kubeflow.org/v1 PyTorchJob manifest for multi-node DDP: Master + Workers (or elastic Workers), each pod
+running the same torchrun entry point as the local path."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings, cpu_cores
+from torchtfx.components.torch_trainer.constants import WORKER_MODULE
+
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
+CONTAINER = "pytorch"  # the operator finds the training container (and its port) by this exact name
+JOB_LABEL, REPLICA_LABEL = "training.kubeflow.org/job-name", "training.kubeflow.org/replica-type"
+_MAX_NAME = 48  # pods/services are named <job>-worker-<i> and must stay DNS-1035 labels (<= 63 chars)
+_TTL_AFTER_FINISHED = 3600  # backstop: the operator removes a finished job even if this process died
+
+
+def job_name(prefix: str, unique: str) -> str:
+    """A DNS-1035 label: sanitized ``prefix`` plus a hash of ``unique``, short enough for pod/service names."""
+    digest = hashlib.sha256(unique.encode()).hexdigest()[:10]
+    base = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    if not base[:1].isalpha():  # DNS-1035: the operator's webhook wants a leading letter
+        base = f"job-{base}"
+    base = re.sub(r"-{2,}", "-", base)[: _MAX_NAME - len(digest) - 1].strip("-")
+    return f"{base}-{digest}"
+
+
+def worker_command(job_path: str, max_restarts: int) -> list[str]:
+    """The same entry point as the local path, minus --standalone/--nnodes/--nproc-per-node."""
+    # On a PyTorchJob the operator sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and
+    # PET_MASTER_PORT (PET_RDZV_* for elastic jobs); torchrun reads PET_<OPTION> as each option's default.
+    return [
+        "python", "-m", "torch.distributed.run", f"--max-restarts={max_restarts}",
+        "-m", WORKER_MODULE, "--job", job_path,
+    ]  # fmt: skip
+
+
+def _container(settings: PyTorchJobSettings, command: list[str]) -> dict[str, Any]:
+    resources = {"cpu": settings.cpu, "memory": settings.memory}
+    limits = dict(resources)
+    if settings.gpus_per_node > 0:
+        limits[settings.gpu_resource] = str(settings.gpus_per_node)  # a quantity; requests default to limits
+    threads = max(1, int(cpu_cores(settings.cpu)) // settings.nproc_per_node)
+    env: list[dict[str, Any]] = [
+        {"name": "OMP_NUM_THREADS", "value": str(threads)},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    env += [
+        {"name": r.env, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}}
+        for r in settings.env_from_secrets
+    ]
+    mounts = [{"name": f"data-{i}", "mountPath": v.mount_path} for i, v in enumerate(settings.volumes)]
+    return {
+        "name": CONTAINER,
+        "image": settings.image,
+        "command": command,
+        "env": env,
+        "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+        "resources": {"limits": limits, "requests": resources},
+        "volumeMounts": [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}],
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+
+
+def _pod_template(settings: PyTorchJobSettings, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
+    volumes = [
+        {"name": f"data-{i}", "persistentVolumeClaim": {"claimName": v.claim_name}}
+        for i, v in enumerate(settings.volumes)
+    ]
+    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})  # NCCL/DataLoader need more than 64Mi shm
+    spec: dict[str, Any] = {
+        "containers": [_container(settings, command)],
+        "volumes": volumes,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": settings.run_as_user},
+    }
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        spec["tolerations"] = [t.to_k8s() for t in settings.tolerations]
+    if settings.service_account:
+        spec["serviceAccountName"] = settings.service_account
+    # An Istio sidecar would keep finished pods alive and intercept the rendezvous traffic.
+    metadata = {"labels": dict(labels), "annotations": {"sidecar.istio.io/inject": "false"}}
+    return {"metadata": metadata, "spec": spec}
+
+
+def build_manifest(settings: PyTorchJobSettings, name: str, command: list[str], labels: dict[str, str]) -> dict:
+    """A kubeflow.org/v1 PyTorchJob: Master (1) + Worker (num_nodes - 1), or Workers only when elastic."""
+
+    def replica(count: int) -> dict[str, Any]:
+        template = _pod_template(settings, command, labels)
+        return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
+
+    spec: dict[str, Any] = {"nprocPerNode": str(settings.nproc_per_node)}  # the v1 API types it as *string
+    if settings.elastic:
+        # Elastic rendezvous runs at <name>-worker-0 and min/maxReplicas bound the Worker count,
+        # so every node is a Worker (a Master would be a node outside those bounds).
+        spec["pytorchReplicaSpecs"] = {"Worker": replica(settings.num_nodes)}
+        spec["elasticPolicy"] = {
+            "minReplicas": settings.elastic_min_nodes,
+            "maxReplicas": settings.elastic_max_nodes,
+            "rdzvBackend": "c10d",
+            "maxRestarts": settings.max_restarts,
+        }
+    else:
+        spec["pytorchReplicaSpecs"] = {"Master": replica(1), "Worker": replica(settings.num_nodes - 1)}
+    # cleanPodPolicy None: pods stay until PyTorchJobRunner deletes the job, so a failed replica's log can be
+    # read first (with OnFailure a crashed container restarts in place and its pod never leaves Running).
+    spec["runPolicy"] = {
+        "backoffLimit": settings.backoff_limit,
+        "activeDeadlineSeconds": settings.timeout_seconds,
+        "cleanPodPolicy": "None",
+        "ttlSecondsAfterFinished": _TTL_AFTER_FINISHED,
+    }
+    metadata = {"name": name, "namespace": settings.namespace, "labels": dict(labels)}
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJob", "metadata": metadata, "spec": spec}

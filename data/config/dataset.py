@@ -1,0 +1,242 @@
+"""Dataset configuration: one YAML file plus a curated schema fully describe a dataset.
+
+The pipeline, the Transform ``preprocessing_fn``, the model and the Evaluator slices are all built
+from a :class:`DatasetConfig`; nothing downstream knows which dataset it is running on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from torchtfx.data.config.gates import GateConfig
+from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DATASETS_DIR = PROJECT_ROOT / "data" / "datasets"
+
+LABEL_OPS = ("greater", "greater_equal", "less", "less_equal", "equal", "in")
+TRANSFORMED_SUFFIX = "_xf"
+_SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+
+
+class DatasetConfigError(ConfigError):
+    """The dataset config file is malformed or inconsistent."""
+
+
+class _DatasetSection(StrictConfig):
+    config_error = DatasetConfigError
+
+
+class LabelRule(_DatasetSection):
+    """How the binary label is derived from raw columns.
+
+    ``column <op> threshold`` (times ``relative_to`` when set), or ``column in positive_values``.
+    Rows whose ``column`` (or ``relative_to``) is missing get label 0.
+    """
+
+    model_config = pydantic.ConfigDict(coerce_numbers_to_str=True)  # positive_values: [1, 2] means "1", "2"
+
+    name: str
+    column: str
+    op: str = "greater"
+    threshold: float = 0.0
+    relative_to: str | None = None
+    positive_values: tuple[str, ...] = ()
+
+    _known_op = one_of("op", LABEL_OPS, "label op")
+
+    @pydantic.model_validator(mode="after")
+    def _membership_rule(self) -> LabelRule:
+        if self.op == "in" and not self.positive_values:
+            raise ValueError("label op 'in' needs a non-empty 'positive_values' list")
+        if self.op == "in" and self.relative_to:
+            raise ValueError("label op 'in' cannot be combined with 'relative_to'")
+        return self
+
+    @property
+    def raw_columns(self) -> tuple[str, ...]:
+        return (self.column,) + ((self.relative_to,) if self.relative_to else ())
+
+
+Split = dict[str, pydantic.PositiveInt]
+
+
+def _train_and_eval(split: Split) -> Split:
+    if set(split) != {"train", "eval"}:
+        raise ValueError(f"'split' must map exactly 'train' and 'eval' to hash buckets, got {split!r}")
+    return {"train": split["train"], "eval": split["eval"]}
+
+
+class DatasetConfig(_DatasetSection):
+    """Features, label rule, split, slices and gates of one dataset, resolved: what the executors get as JSON."""
+
+    name: str
+    schema_path: Path
+    dense: tuple[str, ...]
+    categorical: tuple[str, ...]
+    bucketized: dict[str, int]
+    label: LabelRule
+    split: Split
+    slices: tuple[tuple[str, ...], ...]
+    vocab_top_k: pydantic.PositiveInt = 1000
+    vocab_num_oov_buckets: pydantic.NonNegativeInt = 10
+    defaults: dict[str, Any] = {}
+    source_package: str | None = None
+    source_path: str | None = None
+    gates: GateConfig = GateConfig()
+
+    _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
+
+    @pydantic.model_validator(mode="after")
+    def _consistent(self) -> DatasetConfig:
+        names = self.raw_feature_columns
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        problems = []
+        if duplicates:
+            problems.append(f"features listed more than once: {', '.join(duplicates)}")
+        if not names:
+            problems.append("no features configured (dense, categorical or bucketized)")
+        if self.label.column in names:
+            problems.append(f"label column {self.label.column!r} is also a feature (label leak)")
+        bad_buckets = {k: v for k, v in self.bucketized.items() if v < 2}
+        if bad_buckets:
+            problems.append(f"bucket counts must be integers >= 2, got {bad_buckets!r}")
+        for slice_keys in self.slices:
+            unknown = [k for k in slice_keys if k not in names]
+            if unknown:
+                problems.append(f"slice {list(slice_keys)} names unknown features {unknown}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def embedded_features(self) -> tuple[str, ...]:
+        """Features that enter the model as integer ids (categorical, then bucketized by name).
+
+        Bucketized features are sorted: the config reaches the executors as JSON with sorted keys, so a
+        config read from YAML must give the same order, or a model would be fed its columns shuffled."""
+        return self.categorical + tuple(sorted(self.bucketized))
+
+    @property
+    def raw_feature_columns(self) -> tuple[str, ...]:
+        return self.dense + self.categorical + tuple(self.bucketized)
+
+    @property
+    def label_key(self) -> str:
+        return transformed_name(self.label.name)
+
+
+def transformed_name(key: str) -> str:
+    return key + TRANSFORMED_SUFFIX
+
+
+def _inside(base: Path, relative: Path, key: str) -> Path:
+    """``base / relative``, normalized; a relative path may not climb out of ``base`` with '..'."""
+    resolved = Path(os.path.normpath(base / relative))
+    if resolved != base and base not in resolved.parents:
+        raise ValueError(f"'{key}' {str(relative)!r} points outside {base}; relative paths stay inside it")
+    return resolved
+
+
+# -- the YAML file: data/datasets/<name>.yaml ----------------------------------------------------------------
+class _Features(_DatasetSection):
+    dense: tuple[str, ...] = ()  # z-scored floats
+    categorical: tuple[str, ...] = ()  # vocabulary + OOV buckets -> embedding
+    bucketized: dict[str, int] = {}  # quantile buckets -> embedding
+
+
+class _Vocabulary(_DatasetSection):
+    top_k: int = 1000
+    num_oov_buckets: int = 10
+
+
+class _Source(_DatasetSection):
+    """Where the default data lives: a file inside an installed Python package (the taxi CSV in tfx)."""
+
+    package: str | None = None
+    path: str | None = None
+
+    @pydantic.field_validator("path")
+    @classmethod
+    def _relative_to_package(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        relative = Path(value)
+        if relative.is_absolute():
+            raise ValueError(f"'source.path' must be relative, got {value!r}")
+        _inside(Path("/package"), relative, "source.path")
+        return relative.as_posix()
+
+
+class DatasetFile(_DatasetSection):
+    """The dataset YAML as written; :func:`load_dataset_config` resolves it into a :class:`DatasetConfig`."""
+
+    name: str
+    schema_file: Path | None = pydantic.Field(None, alias="schema")  # default schema/<name>/schema.pbtxt
+    features: _Features = _Features()
+    vocabulary: _Vocabulary = _Vocabulary()
+    defaults: dict[str, Any] = {}  # fill values for missing inputs; unlisted features default to 0 / ""
+    label: LabelRule
+    split: Split = {"train": 2, "eval": 1}
+    slices: tuple[tuple[str, ...], ...] = ()
+    source: _Source = _Source()
+    gates: GateConfig = GateConfig()
+
+    _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
+
+    @pydantic.field_validator("name")
+    @classmethod
+    def _safe_name(cls, name: str) -> str:
+        """The dataset name becomes folder and pipeline names (serving/<name>, torchtfx-<name>)."""
+        if not _SAFE_NAME.match(name):
+            raise ValueError(f"name {name!r} must be lowercase letters, digits, '-' or '_' (it names folders)")
+        return name
+
+    @pydantic.field_validator("schema_file")
+    @classmethod
+    def _schema_in_project(cls, schema: Path | None) -> Path | None:
+        if schema is None or schema.is_absolute():
+            return schema
+        return _inside(PROJECT_ROOT, schema, "schema")
+
+    def resolve(self) -> DatasetConfig:
+        features = self.features
+        return DatasetConfig(
+            name=self.name,
+            schema_path=self.schema_file or PROJECT_ROOT / "schema" / self.name / "schema.pbtxt",
+            dense=features.dense,
+            categorical=features.categorical,
+            bucketized=features.bucketized,
+            label=self.label,
+            split=self.split,
+            slices=self.slices,
+            vocab_top_k=self.vocabulary.top_k,
+            vocab_num_oov_buckets=self.vocabulary.num_oov_buckets,
+            defaults=self.defaults,
+            source_package=self.source.package,
+            source_path=self.source.path,
+            gates=self.gates,
+        )
+
+
+def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
+    """Load ``data/datasets/<name>.yaml`` or an explicit YAML path and validate it."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = DATASETS_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in DATASETS_DIR.glob("*.yaml"))
+        raise DatasetConfigError(f"dataset config {path} not found; known datasets: {', '.join(known)}")
+    parsed = DatasetFile.parse(load_yaml(path, DatasetConfigError), str(path))
+    try:
+        cfg = parsed.resolve()
+    except DatasetConfigError as err:
+        raise DatasetConfigError(f"{path}: {err}") from None
+    if not cfg.schema_path.is_file():
+        raise DatasetConfigError(f"{path}: schema file {cfg.schema_path} does not exist")
+    return cfg

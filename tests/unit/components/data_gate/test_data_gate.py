@@ -1,0 +1,72 @@
+"""The DataGate's logic on real TFDV output: anomalies against a schema in plain words, drift against the
+champion's training statistics, and the run-stopping error that lists them all."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import tensorflow_data_validation as tfdv
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from torchtfx.components.data_gate import anomalies, drift
+from torchtfx.components.data_gate.constants import ANOMALIES_FILE
+
+
+def _schema() -> schema_pb2.Schema:
+    schema = tfdv.infer_schema(tfdv.generate_statistics_from_dataframe(_frame(["Cash", "Card"] * 50)))
+    tfdv.get_feature(schema, "payment_type").drift_comparator.infinity_norm.threshold = 0.1
+    return schema
+
+
+def _frame(payments: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({"payment_type": payments, "fare": [float(i % 7) for i in range(len(payments))]})
+
+
+def _write_anomalies(tmp_path, split: str, found) -> str:
+    split_dir = tmp_path / f"Split-{split}"
+    split_dir.mkdir(parents=True)
+    (split_dir / ANOMALIES_FILE).write_bytes(found.SerializeToString())
+    return str(split_dir)
+
+
+def test_clean_data_passes(tmp_path):
+    schema = _schema()
+    found = tfdv.validate_statistics(tfdv.generate_statistics_from_dataframe(_frame(["Cash", "Card"] * 20)), schema)
+    clean = anomalies.read_anomalies(_write_anomalies(tmp_path, "train", found))
+    assert anomalies.describe("train", clean) == []
+    anomalies.check({"train": clean}, "schema/taxi/schema.pbtxt")
+
+
+def test_anomalies_stop_the_run_with_split_column_and_the_fix(tmp_path):
+    frame = _frame(["Cash"] * 20).assign(fare=["about three"] * 20)
+    found = tfdv.validate_statistics(tfdv.generate_statistics_from_dataframe(frame), _schema())
+    read = anomalies.read_anomalies(_write_anomalies(tmp_path, "eval", found))
+    with pytest.raises(anomalies.DataValidationError) as err:
+        anomalies.check({"eval": read}, "schema/taxi/schema.pbtxt")
+    text = str(err.value)
+    assert "split 'eval', column 'fare'" in text and "training was not started and nothing was pushed" in text
+    assert "update the curated schema (schema/taxi/schema.pbtxt)" in text
+
+
+def test_missing_validator_output_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match=ANOMALIES_FILE):
+        anomalies.read_anomalies(str(tmp_path))
+
+
+def _stats_dir(tmp_path, name: str, payments: list[str]) -> str:
+    root = tmp_path / name
+    (root / f"Split-{drift.DRIFT_SPLIT}").mkdir(parents=True)
+    stats = tfdv.generate_statistics_from_dataframe(_frame(payments))
+    (root / f"Split-{drift.DRIFT_SPLIT}" / drift.STATS_FILE).write_bytes(stats.SerializeToString())  # as StatisticsGen
+    return str(root)
+
+
+def test_drift_beyond_the_schema_threshold_is_reported_and_stops_the_run(tmp_path):
+    baseline = _stats_dir(tmp_path, "champion", ["Cash", "Card"] * 50)
+    same = _stats_dir(tmp_path, "same", ["Card", "Cash"] * 40)
+    shifted = _stats_dir(tmp_path, "shifted", ["Cash"] * 90 + ["Card"] * 10)
+    assert drift.drift_lines(same, baseline, _schema()) == []
+    lines = drift.drift_lines(shifted, baseline, _schema())
+    assert len(lines) == 1 and lines[0].startswith("split 'train', column 'payment_type': drift from the champion")
+    with pytest.raises(anomalies.DataValidationError, match="against the schema and the champion's training data"):
+        anomalies.check({}, "schema.pbtxt", lines)

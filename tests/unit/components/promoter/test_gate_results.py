@@ -1,0 +1,94 @@
+"""Why a candidate was rejected, read from an Evaluator output written in TFMA's own formats (TFRecord files
+``metrics`` and ``validations`` of MetricsForSlice / ValidationResult protos, as TFMA's writer lays them out)
+and read back through TFMA's own loaders."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.proto import metrics_for_slice_pb2, validation_result_pb2
+
+from torchtfx.components.promoter import gate_results
+
+PAYMENT_CASH = metrics_for_slice_pb2.SliceKey(
+    single_slice_keys=[metrics_for_slice_pb2.SingleSliceKey(column="payment_type", bytes_value=b"Cash")]
+)
+
+
+def _value(slice_key, name: str, value: float, model: str = "candidate", is_diff: bool = False):
+    kv = metrics_for_slice_pb2.MetricsForSlice.MetricKeyAndValue()
+    kv.key.name, kv.key.model_name, kv.key.is_diff = name, model, is_diff
+    kv.value.double_value.value = value
+    return slice_key, kv
+
+
+def _write_evaluation(root, values, failures) -> str:
+    by_slice: dict[bytes, metrics_for_slice_pb2.MetricsForSlice] = {}
+    for slice_key, kv in values:
+        entry = by_slice.setdefault(slice_key.SerializeToString(), metrics_for_slice_pb2.MetricsForSlice())
+        entry.slice_key.CopyFrom(slice_key)
+        entry.metric_keys_and_values.append(kv)
+    with tf.io.TFRecordWriter(str(root / "metrics.tfrecord")) as writer:
+        for entry in by_slice.values():
+            writer.write(entry.SerializeToString())
+    result = validation_result_pb2.ValidationResult(validation_ok=not failures)
+    for slice_key, failure in failures:
+        per_slice = result.metric_validations_per_slice.add()
+        per_slice.slice_key.CopyFrom(slice_key)
+        per_slice.failures.append(failure)
+    with tf.io.TFRecordWriter(str(root / "validations.tfrecord")) as writer:
+        writer.write(result.SerializeToString())
+    return str(root)
+
+
+def _failure(name: str, threshold: tfma.MetricThreshold, is_diff: bool = False):
+    failure = validation_result_pb2.ValidationFailure()
+    failure.metric_key.name, failure.metric_key.model_name, failure.metric_key.is_diff = name, "candidate", is_diff
+    failure.metric_threshold.CopyFrom(threshold)
+    return failure
+
+
+OVERALL = metrics_for_slice_pb2.SliceKey()
+
+
+def test_failed_value_and_change_gates_name_metric_slice_values_and_threshold(tmp_path):
+    floor = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.75}))
+    band = tfma.MetricThreshold(
+        value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.75}, upper_bound={"value": 1.25})
+    )
+    drop = tfma.MetricThreshold(
+        change_threshold=tfma.GenericChangeThreshold(
+            absolute={"value": -0.01}, direction=tfma.MetricDirection.HIGHER_IS_BETTER
+        )
+    )
+    uri = _write_evaluation(
+        tmp_path,
+        [
+            _value(OVERALL, "auc", 0.6871),
+            _value(OVERALL, "auc", 0.9308, model="baseline"),
+            _value(OVERALL, "auc", -0.2437, is_diff=True),
+            _value(OVERALL, "calibration", 1.8355),
+            _value(PAYMENT_CASH, "auc", 0.61),
+        ],
+        [(OVERALL, _failure("auc", floor)), (OVERALL, _failure("calibration", band)),
+         (OVERALL, _failure("auc", drop, is_diff=True))],
+    )  # fmt: skip
+    failures = gate_results.gate_failures(uri)
+    assert [(f.metric, f.slice, f.is_change, f.threshold) for f in failures] == [
+        ("auc", "Overall", False, ">= 0.75"),
+        ("calibration", "Overall", False, "in [0.75, 1.25]"),
+        ("auc", "Overall", True, "candidate - champion >= -0.01"),
+    ]
+    assert (failures[0].candidate, failures[0].champion) == (0.6871, 0.9308)
+    assert failures[1].champion is None and "champion     n/a" in failures[1].line()
+    text = gate_results.summary(failures)
+    assert text.startswith("Candidate REJECTED: 3 gate(s) failed; the champion and serving directory are unchanged.")
+    assert "candidate  0.6871  champion  0.9308  value gate: >= 0.75" in text
+
+
+def test_slices_are_named_and_values_keyed_by_slice_model_and_diff(tmp_path):
+    uri = _write_evaluation(tmp_path, [_value(PAYMENT_CASH, "auc", 0.61), _value(OVERALL, "auc", 0.93)], [])
+    values = gate_results.metric_values(uri)
+    assert values[("payment_type=Cash", "auc", "candidate", False)] == 0.61
+    assert values[("Overall", "auc", "candidate", False)] == 0.93
+    assert gate_results.gate_failures(uri) == [] and gate_results.summary([]) == "All gates passed."

@@ -1,0 +1,130 @@
+"""The one config mechanism, across the families: unknown keys at any depth, file:line for YAML syntax
+errors, type coercion, a family's own error type, and the JSON round trip TFX execution properties need."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from torchtfx.components.shared.serving_layout import BatchingConfigError, BatchingParams
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
+from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
+from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, DatasetConfigError, load_dataset_config
+from torchtfx.data.config.gates import GateConfig, GateConfigError
+from torchtfx.data.config.strict import ConfigError
+from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings
+from torchtfx.pipeline.local.runner import LocalSettings, LocalSettingsError
+
+TAXI_YAML = (PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text()
+POOLS_YAML = (PROJECT_ROOT / "kubeflow" / "pools.yaml").read_text()
+
+
+def _write(tmp_path, text: str, name: str = "mine.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("slices:", "slice:", "unknown key slice; allowed keys here: defaults, features, gates, label, name, schema,"),
+        ("  categorical:", "  categorcal:", "unknown key features.categorcal; allowed keys here: bucketized, "),
+        ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, name, op,"),
+        ("vocabulary:\n  top_k: 1000", "vocabulary:\n  topk: 1000", "unknown key vocabulary.topk; allowed keys"),
+        ("source:\n  package: tfx", "source:\n  pkg: tfx", "unknown key source.pkg; allowed keys here: package, path"),
+    ],
+)
+def test_unknown_dataset_keys_are_refused_with_their_path_and_the_allowed_keys(tmp_path, old, new, message):
+    """A typo used to drop a section silently (slices, features): now it names the file, the key and the fix."""
+    path = _write(tmp_path, TAXI_YAML.replace(old, new, 1))
+    with pytest.raises(DatasetConfigError) as err:
+        load_dataset_config(path)
+    assert str(err.value).startswith(f"{path}: ") and message in str(err.value)
+
+
+def test_unknown_gate_keys_are_refused(tmp_path):
+    path = _write(tmp_path, TAXI_YAML + "gates:\n  auc_flor: 0.8\n")
+    with pytest.raises(DatasetConfigError, match=r"unknown key gates\.auc_flor; allowed keys here: auc_floor, "):
+        load_dataset_config(path)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    text = TAXI_YAML.replace("split: {train: 2, eval: 1}", "split: {train: 2, eval: 1")
+    line = next(i for i, row in enumerate(text.splitlines(), 1) if row.startswith("split:"))
+    path = _write(tmp_path, text)
+    with pytest.raises(DatasetConfigError) as err:
+        load_dataset_config(path)
+    reported = int(str(err.value).split(":")[1])
+    assert str(err.value).startswith(f"{path}:") and "not valid YAML" in str(err.value)
+    assert line <= reported <= line + 3, (line, str(err.value))  # YAML stops where it noticed, a few lines on
+
+
+def test_pools_yaml_syntax_error_names_file_and_line(tmp_path):
+    path = _write(tmp_path, POOLS_YAML.replace("image: ghcr", "image: [ghcr", 1), "pools.yaml")
+    with pytest.raises(KubeflowConfigError, match=rf"^{path}:\d+: not valid YAML"):
+        load_kubeflow_settings(path)
+
+
+def test_unknown_trainer_key_in_pools_yaml_is_refused(tmp_path):
+    path = _write(tmp_path, POOLS_YAML.replace("  gpus_per_node: 1", "  gpus_per_nod: 1"), "pools.yaml")
+    with pytest.raises(KubeflowConfigError, match=r"unknown key trainer\.gpus_per_nod; allowed keys here: "):
+        load_kubeflow_settings(path)
+
+
+def test_values_are_coerced_or_refused_by_name(tmp_path):
+    coerced = load_dataset_config(_write(tmp_path, TAXI_YAML.replace("top_k: 1000", 'top_k: "500"')))
+    assert coerced.vocab_top_k == 500
+    with pytest.raises(DatasetConfigError, match=r"vocabulary\.top_k: Input should be a valid integer.*got 'lots'"):
+        load_dataset_config(_write(tmp_path, TAXI_YAML.replace("top_k: 1000", "top_k: lots"), "bad.yaml"))
+
+
+def test_every_family_raises_its_own_error_which_is_a_config_error():
+    taxi = load_dataset_config("taxi")
+    cases = [
+        (HParamsError, lambda: TrainerHParams(epochs=0)),
+        (BatchingConfigError, lambda: BatchingParams(max_batch_size=0)),
+        (GateConfigError, lambda: GateConfig(auc_floor=1.5)),
+        (PyTorchJobConfigError, lambda: PyTorchJobSettings(image="img:1", num_nodes=1)),
+        (
+            LocalSettingsError,
+            lambda: LocalSettings(dataset=taxi, pipeline_root="r", beam_workers=0),
+        ),
+    ]
+    for error, build in cases:
+        with pytest.raises(error) as err:
+            build()
+        assert isinstance(err.value, ConfigError) and isinstance(err.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        TrainerHParams(hidden_units=(32, 16), sync_every=4),
+        BatchingParams(max_batch_size=64),
+        GateConfig(value_floors={"precision": 0.5}, slice_max_auc_drop={"payment_type": 0.05}),
+        PyTorchJobSettings(
+            image="img:1", num_nodes=2, tolerations=({"key": "gpu", "operator": "Exists"},),
+            volumes=({"claim_name": "c", "mount_path": "/mnt"},), elastic_min_nodes=2, elastic_max_nodes=3,
+        ),
+    ],
+    ids=lambda c: type(c).__name__,
+)  # fmt: skip
+def test_json_round_trip_is_plain_sorted_and_lossless(config):
+    text = config.to_json()
+    raw = json.loads(text)
+    assert list(raw) == sorted(raw)  # stable TFX cache keys
+    assert type(config).from_json(text) == config
+
+
+def test_dataset_config_round_trips_with_its_gates(tmp_path):
+    path = _write(tmp_path, TAXI_YAML + "gates:\n  value_floors: {precision: 0.5}\n  max_auc_drop: 0.02\n")
+    cfg = load_dataset_config(path)
+    assert DatasetConfig.from_json(cfg.to_json()) == cfg and cfg.gates.value_floors == {"Precision": 0.5}
+
+
+def test_replace_validates_like_any_other_input():
+    with pytest.raises(HParamsError, match="num_workers"):
+        TrainerHParams().replace(num_workers=0)
+    assert TrainerHParams().replace(num_workers=4).num_workers == 4

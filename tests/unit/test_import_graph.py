@@ -1,0 +1,97 @@
+"""The architecture, checked: the installed namespace, no import cycles among the project's modules (lazy
+imports inside functions count too), and the layers only import downwards: pipeline -> components -> data."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from torchtfx.data.config.dataset import PROJECT_ROOT
+
+LAYERS = ("pipeline", "components", "data")  # each may import only the ones after it
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
+    return "torchtfx." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for layer in LAYERS for p in (PROJECT_ROOT / layer).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
+                            for a in node.names}  # fmt: skip
+        graph[name] = {t for t in targets if t in files and t != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    assert len(graph) > 50  # the walk found the project
+    assert _cycles(graph) == []
+
+
+def test_layers_import_only_downwards():
+    upward = []
+    for module, targets in _graph().items():
+        layer = LAYERS.index(module.split(".")[1])
+        upward += [(module, t) for t in targets if LAYERS.index(t.split(".")[1]) < layer]
+    assert upward == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_only_the_torchtfx_namespace_is_installed(tmp_path):
+    """From outside the repository, generic names do not import; torchtfx.* does."""
+    probe = (
+        "import importlib.util, sys\n"
+        "assert all(importlib.util.find_spec(n) is None for n in ('pipeline', 'components', 'data')), 'generic'\n"
+        "import torchtfx.pipeline, torchtfx.components, torchtfx.data\n"
+        "import importlib.metadata as md\n"
+        "print(md.distribution('torchtfx').read_text('top_level.txt').split())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['torchtfx']"]
