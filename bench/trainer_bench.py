@@ -18,13 +18,14 @@ from typing import TypeVar
 import torch
 import torch.distributed as dist
 
+from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
-from torchtfx.components.torch_trainer.worker.job import RESULT_FILE, TrainJob, TrainResult
+from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
-from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer
+from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs, make_optimizer
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -78,9 +79,11 @@ def _train_in_process(job: TrainJob, splits: tuple[ArraySplit, ArraySplit] | Non
     Path(job.run_dir).mkdir(parents=True, exist_ok=True)
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        trainer = Trainer(job, DistContext(0, 0, 1, torch.device("cpu")), splits)
-        trainer.train()
-        return trainer.history
+        ctx = DistContext(0, 0, 1, torch.device("cpu"))
+        train_split, eval_split, model = load_train_objs(job, ctx, splits)
+        optimizer = make_optimizer(model, job.hparams)
+        checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
+        return Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint).train().history
     finally:
         dist.destroy_process_group()
 
@@ -151,7 +154,7 @@ def _torchrun(arrays: Path, work: Path, layout: FeatureLayout, hparams: TrainerH
     started = time.perf_counter()
     launch(job, work / "job.json", work / "train.log")
     wall = time.perf_counter() - started
-    result = TrainResult.load(Path(job.run_dir) / RESULT_FILE)
+    result = TrainResult.load(Path(job.run_dir) / contracts.RESULT_FILE)
     return {
         "examples_per_second": result.examples_per_second,
         "train_seconds": result.seconds,

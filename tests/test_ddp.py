@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,12 +51,15 @@ def _local_sgd_rank(rank: int, job_path: str, store: str, out: str) -> None:
     import torch.distributed as dist
 
     from torchtfx.components.torch_trainer.worker.job import TrainJob
-    from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer
+    from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs, make_optimizer
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     try:
-        trainer = Trainer(TrainJob.load(job_path), DistContext(rank, rank, 2, torch.device("cpu")))
+        job, ctx = TrainJob.load(job_path), DistContext(rank, rank, 2, torch.device("cpu"))
+        train_split, eval_split, model = load_train_objs(job, ctx)
+        optimizer = make_optimizer(model, job.hparams)
+        trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, Path(job.run_dir) / "ckpt.pt")
         before = torch.cat([p.detach().reshape(-1).clone() for p in trainer.model.module.parameters()])
         loss = trainer._train_epoch(0)
         after = torch.cat([p.detach().reshape(-1) for p in trainer.model.module.parameters()])

@@ -76,6 +76,9 @@ def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     assert summary.blessed is True
     assert summary.parity is not None and summary.parity <= 1e-5
     assert summary.ddp_workers == 2
+    # TFX Pusher's PushedModel properties, names and types (pushed_version is a string).
+    assert summary.custom("Promoter", "pushed_model", "pushed") == 1
+    assert summary.custom("Promoter", "pushed_model", "pushed_version") == "1"
     assert (root / "serving" / "1" / "saved_model.pb").is_file()
     assert f"pushed model: {root / 'serving' / '1'}" in proc.stdout
     assert 'version_labels { key: "stable" value: 1 }' in (root / "serving" / "models.config").read_text()

@@ -74,6 +74,7 @@ def test_every_step_of_the_compiled_spec_runs_and_the_model_is_pushed(emulated):
     assert 'version_labels { key: "stable" value: 1 }' in (serving / "models.config").read_text()
     pushed = results["Promoter"].outputs["pushed_model"]["metadata"]
     assert pushed["pushed"] == 1 and pushed["pushed_destination"] == str(serving / "1")
+    assert pushed["pushed_version"] == "1"  # a string, as TFX's Pusher writes it
 
 
 def test_launcher_fixes_hold_on_the_artifacts_passed_between_steps(emulated):

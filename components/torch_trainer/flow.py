@@ -69,7 +69,9 @@ def _staging(request: TrainRequest) -> Staging | None:
     return staging_for(request.pytorchjob, cluster_job_name(request.unique_id))
 
 
-def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path) -> TrainResult:
+def _train(
+    request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path, staging: Staging | None
+) -> TrainResult:
     job = TrainJob(
         data_dir=str(data_dir),
         model_dir=str(export_dir),
@@ -82,7 +84,6 @@ def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_
         mlflow_tags=request.mlflow_tags,
     )
     Path(request.run_uri).mkdir(parents=True, exist_ok=True)
-    staging = _staging(request)
     if staging is not None:
         run_on_cluster(request.pytorchjob, job, staging, staging.root.name)
     else:
@@ -105,7 +106,7 @@ def run(request: TrainRequest) -> TrainOutcome:
     seconds["materialize"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    result = _train(request, layout, export_dir, data_dir)
+    result = _train(request, layout, export_dir, data_dir, staging)
     seconds["train"] = time.perf_counter() - tick
 
     tick = time.perf_counter()

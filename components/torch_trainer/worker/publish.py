@@ -7,13 +7,14 @@ import logging
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.metrics import plot_training_curves
-from torchtfx.components.torch_trainer.worker.model import TabularModel
+from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
 logger = logging.getLogger("torchtfx.train")
@@ -37,12 +38,13 @@ def start_tracking(job: TrainJob) -> MlflowRun:
     return run
 
 
-def publish(trainer, final: tuple, epochs_run: int, throughput: float) -> TrainResult:
-    """Save the best weights, export and check ONNX, plot curves, log artifacts, write the result."""
-    job: TrainJob = trainer.job
+def publish(
+    job: TrainJob, net: nn.Module, training: TrainingRun, final: Evaluation, tracker: MlflowRun | None
+) -> TrainResult:
+    """Save the best weights ``net``, export and check ONNX, plot curves, log artifacts, write the result."""
     model_dir, run_dir = Path(job.model_dir), Path(job.run_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
-    net: TabularModel = trainer.model.module.cpu().eval()
+    net = net.cpu().eval()
     state_path = model_dir / contracts.STATE_DICT_FILE
     torch.save(net.state_dict(), state_path)
     eval_split = ArraySplit.load(Path(job.data_dir) / "eval")
@@ -50,35 +52,32 @@ def publish(trainer, final: tuple, epochs_run: int, throughput: float) -> TrainR
     export_onnx(net, eval_split, onnx_path)
     onnx_diff = check_onnx(net, onnx_path, eval_split)
     history_path = run_dir / contracts.HISTORY_FILE
-    history_path.write_text(json.dumps(trainer.history, indent=2))
+    history_path.write_text(json.dumps(training.history, indent=2))
     curves_path = run_dir / contracts.CURVES_FILE
-    plot_training_curves(trainer.history, curves_path)
-    eval_loss, eval_auc = final[0], final[1]
-    best_epoch = min(trainer.history, key=lambda h: h["eval_loss"])["epoch"] if trainer.history else 0
+    plot_training_curves(training.history, curves_path)
+    best_epoch = min(training.history, key=lambda h: h["eval_loss"])["epoch"] if training.history else 0
     result = TrainResult(
         best_epoch=int(best_epoch),
-        epochs_run=epochs_run,
-        eval_loss=float(eval_loss),
-        eval_auc=float(eval_auc),
-        train_examples=len(trainer.train_split) * trainer.ctx.world_size,
+        epochs_run=training.epochs_run,
+        eval_loss=float(final.loss),
+        eval_auc=float(final.auc),
+        train_examples=training.train_examples,
         eval_examples=len(eval_split),
-        world_size=trainer.ctx.world_size,
-        device=str(trainer.ctx.device.type),
-        seconds=trainer.train_seconds,
-        examples_per_second=throughput,
+        world_size=training.world_size,
+        device=training.device,
+        seconds=training.seconds,
+        examples_per_second=training.examples_per_second,
         onnx_max_abs_diff=onnx_diff,
-        mlflow_run_id=trainer.tracker.run_id if trainer.tracker else None,
+        mlflow_run_id=tracker.run_id if tracker else None,
     )
-    if trainer.tracker is not None:
-        tracker: MlflowRun = trainer.tracker
-        tracker.log_metrics(
-            {"best_eval_loss": eval_loss, "best_eval_auc": eval_auc, "onnx_max_abs_diff": onnx_diff}, step=epochs_run
-        )
+    if tracker is not None:
+        best = {"best_eval_loss": final.loss, "best_eval_auc": final.auc, "onnx_max_abs_diff": onnx_diff}
+        tracker.log_metrics(best, step=training.epochs_run)
         for path, folder in ((state_path, "torch"), (onnx_path, "onnx"), (curves_path, "plots"), (history_path, None)):
             tracker.log_artifact(path, folder)
     result.save(run_dir / contracts.RESULT_FILE)
     logger.info(
         "Training done: best epoch %s of %s, eval AUC %.4f, eval loss %.4f, %s workers on %s",
-        result.best_epoch, epochs_run, eval_auc, eval_loss, result.world_size, result.device,
+        result.best_epoch, result.epochs_run, result.eval_auc, result.eval_loss, result.world_size, result.device,
     )  # fmt: skip
     return result

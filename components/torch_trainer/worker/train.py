@@ -1,8 +1,9 @@
 """DDP worker: ``python -m torch.distributed.run ... -m torchtfx.components.torch_trainer.worker.train --job JOB``.
 
-Layout follows pytorch/examples' ddp-tutorial-series: setup, a Trainer class, main. ``LOCAL_RANK``
-picks the device; global rank 0 does every side effect (checkpoint, MLflow, export). Workers never
-import TensorFlow: they read the memory-mapped arrays the executor materialized.
+Layout follows pytorch/examples' ddp-tutorial-series (multigpu_torchrun.py): setup, ``load_train_objs``, a
+Trainer given its model, data and optimizer, main. ``LOCAL_RANK`` picks the device; global rank 0 does every
+side effect (checkpoint, MLflow, export). Workers never import TensorFlow: they read the memory-mapped arrays
+the executor materialized.
 """
 
 from __future__ import annotations
@@ -24,10 +25,13 @@ from torch.distributed.algorithms.model_averaging.utils import average_parameter
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from torchtfx.components.shared import contracts
+from torchtfx.components.shared.mlflow_client import MlflowRun
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import roc_auc
 from torchtfx.components.torch_trainer.worker.model import TabularModel
+from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
 logger = logging.getLogger("torchtfx.train")
@@ -78,31 +82,51 @@ def save_atomic(obj: object, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def load_train_objs(
+    job: TrainJob, ctx: DistContext, splits: tuple[ArraySplit, ArraySplit] | None = None
+) -> tuple[ArraySplit, ArraySplit, nn.Module]:
+    """This rank's train and eval shards and the model, with identical initial weights on every rank.
+
+    ``splits`` (train, eval) already in memory replace the job's arrays (the benchmarks' limit)."""
+    hp = job.hparams
+    torch.manual_seed(hp.seed)
+    data = Path(job.data_dir)
+    train, eval_ = splits or (ArraySplit.load(data / "train"), ArraySplit.load(data / "eval"))
+    model = TabularModel(job.layout, hp.hidden_units, hp.dropout, hp.max_embedding_dim)
+    return train.shard(ctx.rank, ctx.world_size, equal=True), eval_.shard(ctx.rank, ctx.world_size, equal=False), model
+
+
+def make_optimizer(model: nn.Module, hp: TrainerHParams) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+
+
 class Trainer:
-    def __init__(self, job: TrainJob, ctx: DistContext, splits: tuple[ArraySplit, ArraySplit] | None = None) -> None:
-        """``splits`` (train, eval) already in memory replace the job's arrays (the benchmarks' limit)."""
-        self.job, self.ctx, self.hp = job, ctx, job.hparams
-        torch.manual_seed(self.hp.seed)  # identical initial weights on every rank
-        data = Path(job.data_dir)
-        train, eval_ = splits or (ArraySplit.load(data / "train"), ArraySplit.load(data / "eval"))
-        self.train_split = train.shard(ctx.rank, ctx.world_size, equal=True)
-        self.eval_split = eval_.shard(ctx.rank, ctx.world_size, equal=False)
-        self.train_batches = ShardBatches(self.train_split, self.hp.batch_size, shuffle=True, seed=self.hp.seed)
-        self.eval_batches = ShardBatches(self.eval_split, 8192, shuffle=False, seed=self.hp.seed)
-        model = TabularModel(job.layout, self.hp.hidden_units, self.hp.dropout, self.hp.max_embedding_dim)
-        self.model = DDP(model.to(ctx.device), device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=self.hp.learning_rate, weight_decay=self.hp.weight_decay
-        )
+    def __init__(
+        self,
+        model: nn.Module,
+        train_split: ArraySplit,
+        eval_split: ArraySplit,
+        optimizer: torch.optim.Optimizer,
+        ctx: DistContext,
+        hp: TrainerHParams,
+        checkpoint_path: Path,
+        tracker: MlflowRun | None = None,
+    ) -> None:
+        """``model`` is on ``ctx.device`` and ``optimizer`` holds its parameters; the Trainer wraps it in DDP.
+        ``tracker`` (rank 0 only) receives every epoch's metrics."""
+        self.ctx, self.hp, self.tracker = ctx, hp, tracker
+        self.train_split, self.eval_split = train_split, eval_split
+        self.train_batches = ShardBatches(train_split, hp.batch_size, shuffle=True, seed=hp.seed)
+        self.eval_batches = ShardBatches(eval_split, 8192, shuffle=False, seed=hp.seed)
+        self.model = DDP(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
+        self.optimizer = optimizer
         self.amp = ctx.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         self.loss_fn = nn.BCEWithLogitsLoss()
-        self.checkpoint_path = Path(job.run_dir) / contracts.CHECKPOINT_FILE
+        self.checkpoint_path = checkpoint_path
         self.start_epoch, self.best_loss, self.bad_epochs = 0, float("inf"), 0
         self.best_state: dict | None = None
         self.history: list[dict[str, float]] = []
-        self.tracker = None
-        self.train_seconds = 0.0
 
     # -- checkpoints -------------------------------------------------------------------------
     def _checkpoint(self, epoch: int) -> None:
@@ -164,7 +188,7 @@ class Trainer:
         return float(total[0] / total[1])
 
     @torch.no_grad()
-    def evaluate(self) -> tuple[float, float, np.ndarray, np.ndarray]:
+    def evaluate(self) -> Evaluation:
         """Global eval loss and AUC; every rank gets the same numbers (so the same stop decision)."""
         net = self.model.module.eval()
         logits = [net(d.to(self.ctx.device), c.to(self.ctx.device)).float().cpu() for d, c, _ in self.eval_batches]
@@ -175,17 +199,19 @@ class Trainer:
         dist.all_gather_object(gathered, (float(loss_sum), torch.sigmoid(logits_t).numpy(), labels.numpy()))
         probs = np.concatenate([g[1] for g in gathered])
         all_labels = np.concatenate([g[2] for g in gathered])
-        return sum(g[0] for g in gathered) / max(len(all_labels), 1), roc_auc(all_labels, probs), probs, all_labels
+        loss = sum(g[0] for g in gathered) / max(len(all_labels), 1)
+        return Evaluation(loss, roc_auc(all_labels, probs), probs, all_labels)
 
     # -- the loop ----------------------------------------------------------------------------
-    def train(self) -> tuple[int, float]:
-        """Train with early stopping on eval loss; returns (epochs run, examples per second)."""
+    def train(self) -> TrainingRun:
+        """Train with early stopping on eval loss."""
         seen, started = 0, time.perf_counter()
         epoch = self.start_epoch - 1
         for epoch in range(self.start_epoch, self.hp.epochs):
             tick = time.perf_counter()
             train_loss = self._train_epoch(epoch)
-            eval_loss, eval_auc, _, _ = self.evaluate()
+            evaluation = self.evaluate()
+            eval_loss, eval_auc = evaluation.loss, evaluation.auc
             seen += len(self.train_split) * self.ctx.world_size
             record = {"epoch": epoch + 1, "train_loss": train_loss, "eval_loss": eval_loss, "eval_auc": eval_auc}
             record["examples_per_second"] = len(self.train_split) * self.ctx.world_size / (time.perf_counter() - tick)
@@ -202,8 +228,20 @@ class Trainer:
                 if self.ctx.is_main:
                     logger.info("Early stopping: eval loss has not improved for %s epochs", self.bad_epochs)
                 break
-        self.train_seconds = time.perf_counter() - started
-        return epoch + 1, seen / self.train_seconds if self.train_seconds > 0 else 0.0
+        seconds = time.perf_counter() - started
+        return TrainingRun(
+            epochs_run=epoch + 1,
+            examples_per_second=seen / seconds if seconds > 0 else 0.0,
+            seconds=seconds,
+            train_examples=len(self.train_split) * self.ctx.world_size,
+            world_size=self.ctx.world_size,
+            device=self.ctx.device.type,
+            history=list(self.history),
+        )
+
+    def restore_best(self) -> None:
+        """Early stopping's result: the weights of the epoch with the lowest eval loss."""
+        self.model.module.load_state_dict(self.best_state or self.model.module.state_dict())
 
     def _report_epoch(self, record: dict[str, float]) -> None:
         logger.info(
@@ -219,15 +257,20 @@ def run(job: TrainJob) -> None:
     ctx = setup(job.hparams.use_gpu, job.hparams.threads_per_worker)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
     try:
-        trainer = Trainer(job, ctx)
+        train_split, eval_split, model = load_train_objs(job, ctx)
+        model = model.to(ctx.device)  # before the optimizer takes its parameters
         # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
-        trainer.tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
+        tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
+        checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
+        trainer = Trainer(
+            model, train_split, eval_split, make_optimizer(model, job.hparams), ctx, job.hparams, checkpoint, tracker
+        )
         trainer.resume()
-        epochs_run, throughput = trainer.train()
-        trainer.model.module.load_state_dict(trainer.best_state or trainer.model.module.state_dict())
+        training = trainer.train()
+        trainer.restore_best()
         final = trainer.evaluate()  # collective: every rank takes part
         if ctx.is_main:
-            publish.publish(trainer, final, epochs_run, throughput)
+            publish.publish(job, trainer.model.module, training, final, tracker)
     finally:
         dist.destroy_process_group()
 

@@ -1,0 +1,30 @@
+"""What the training loop hands to rank 0's publish step (explicit values, not the Trainer's attributes)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """Global eval loss and AUC (every rank gets the same numbers), with the probabilities behind them."""
+
+    loss: float
+    auc: float
+    probabilities: np.ndarray
+    labels: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRun:
+    """What the training loop did, for rank 0's report."""
+
+    epochs_run: int
+    examples_per_second: float
+    seconds: float
+    train_examples: int  # per epoch, over all ranks
+    world_size: int
+    device: str
+    history: list[dict[str, float]]
