@@ -68,7 +68,7 @@ def _tags(
         "data_span": str(examples.span),
         "data_fingerprint": str(_prop(examples, "input_fingerprint", "unknown")),
         "git_commit": exec_properties[CODE_VERSION_KEY],
-        "parity_max_abs_diff": str(_prop(model, PARITY_PROPERTY, "unknown")),
+        PARITY_PROPERTY: str(_prop(model, PARITY_PROPERTY, "unknown")),
         **({TRAIN_STATISTICS_TAG: remote_uri(statistics.uri)} if statistics is not None else {}),
         **overall,
     }

@@ -22,19 +22,9 @@ from torchtfx.components.shared.contracts import (
 )
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 from torchtfx.components.shared.run_identity import run_identity
+from torchtfx.components.torch_trainer import constants as keys
 from torchtfx.components.torch_trainer import flow
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
-from torchtfx.components.torch_trainer.constants import (
-    EXAMPLES_KEY,
-    HPARAMS_KEY,
-    MLFLOW_EXPERIMENT_KEY,
-    MODEL_KEY,
-    MODEL_RUN_KEY,
-    PARITY_TOLERANCE_KEY,
-    PYTORCHJOB_KEY,
-    TRANSFORM_GRAPH_KEY,
-    TRANSFORMED_EXAMPLES_KEY,
-)
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 
@@ -51,7 +41,7 @@ def _split_uri(examples: types.Artifact, split: str) -> str:
 def _pytorchjob(text: str | None) -> PyTorchJobSettings | None:
     if not text:
         return None
-    return PyTorchJobSettings.from_json(text, PYTORCHJOB_KEY)
+    return PyTorchJobSettings.from_json(text, keys.PYTORCHJOB_KEY)
 
 
 class Executor(base_executor.BaseExecutor):
@@ -62,16 +52,16 @@ class Executor(base_executor.BaseExecutor):
         exec_properties: dict[str, Any],
     ) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
-        raw = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
-        transformed = artifact_utils.get_single_instance(input_dict[TRANSFORMED_EXAMPLES_KEY])
-        graph = artifact_utils.get_single_instance(input_dict[TRANSFORM_GRAPH_KEY])
-        model = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
-        model_run = artifact_utils.get_single_instance(output_dict[MODEL_RUN_KEY])
+        raw = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
+        transformed = artifact_utils.get_single_instance(input_dict[keys.TRANSFORMED_EXAMPLES_KEY])
+        graph = artifact_utils.get_single_instance(input_dict[keys.TRANSFORM_GRAPH_KEY])
+        model = artifact_utils.get_single_instance(output_dict[keys.MODEL_KEY])
+        model_run = artifact_utils.get_single_instance(output_dict[keys.MODEL_RUN_KEY])
         dataset = DatasetConfig.from_json(exec_properties[DATASET_CONFIG_KEY])
         run_id, execution_id = run_identity(self)
         request = flow.TrainRequest(
             dataset=dataset,
-            hparams=TrainerHParams.from_json(exec_properties[HPARAMS_KEY]),
+            hparams=TrainerHParams.from_json(exec_properties[keys.HPARAMS_KEY]),
             raw_eval_uri=_split_uri(raw, "eval"),
             transformed_uris={split: _split_uri(transformed, split) for split in ("train", "eval")},
             transform_graph_uri=graph.uri,
@@ -86,11 +76,11 @@ class Executor(base_executor.BaseExecutor):
                 "Training",
             )
             or "",
-            mlflow_experiment=exec_properties[MLFLOW_EXPERIMENT_KEY],
+            mlflow_experiment=exec_properties[keys.MLFLOW_EXPERIMENT_KEY],
             mlflow_run_name=f"{dataset.name}-{run_id}",
             mlflow_tags={"pipeline_run_id": run_id, "mlmd_execution_id": execution_id, "dataset": dataset.name},
-            parity_tolerance=float(exec_properties[PARITY_TOLERANCE_KEY]),
-            pytorchjob=_pytorchjob(exec_properties.get(PYTORCHJOB_KEY)),
+            parity_tolerance=float(exec_properties[keys.PARITY_TOLERANCE_KEY]),
+            pytorchjob=_pytorchjob(exec_properties.get(keys.PYTORCHJOB_KEY)),
             unique_id=f"{run_id}-{execution_id}-{uuid.uuid4().hex}",
         )
         outcome = flow.run(request)

@@ -120,7 +120,7 @@ def run(request: TrainRequest) -> TrainOutcome:
     seconds["parity"] = time.perf_counter() - tick
     if result.mlflow_run_id:
         tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
-        tracker.log_metrics({"parity_max_abs_diff": parity.max_abs_diff}, step=result.epochs_run)
+        tracker.log_metrics({contracts.PARITY_PROPERTY: parity.max_abs_diff}, step=result.epochs_run)
         tracker.finish("FINISHED" if parity.passed else "FAILED")
     enforce(parity)
     return TrainOutcome(result, parity, layout, seconds)

@@ -95,3 +95,18 @@ def test_only_the_torchtfx_namespace_is_installed(tmp_path):
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['torchtfx']"]
+
+
+def test_a_regular_install_holds_only_torchtfx_packages(tmp_path):
+    """What `pip install .` (a wheel) puts into site-packages: torchtfx/... and its dist-info, nothing generic."""
+    import zipfile
+
+    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--use-pep517",
+             "-w", str(tmp_path), str(PROJECT_ROOT)]  # fmt: skip
+    done = subprocess.run(build, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("torchtfx-*.whl")
+    tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist()}
+    assert tops == {"torchtfx", wheel.name.split("-py3")[0] + ".dist-info"}, tops
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "torchtfx/pipeline/pipeline.py" in names and "torchtfx/data/datasets/taxi.yaml" in names

@@ -1,5 +1,5 @@
 """The container entry point's fixes for the open-source KFP v2 launcher, on executor inputs shaped as the
-KFP 2.0-2.3 driver writes them (pure functions; the full chain runs in tests/test_kfp_emulation.py)."""
+KFP 2.0-2.3 driver writes them (pure functions; the full chain runs in tests/e2e/test_kfp_emulation.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import urllib.parse
 import pytest
 
 from tests import helpers
-from tests.fake_http import http_server
+from tests.fakes.http_server import http_server
 from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings

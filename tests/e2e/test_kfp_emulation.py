@@ -1,4 +1,4 @@
-"""The compiled Kubeflow spec, run end to end on this machine by tests/kfp_emulator.py: every step's own
+"""The compiled Kubeflow spec, run end to end on this machine by tests/fakes/kfp_launcher.py: every step's own
 container command from the YAML, in topological order, with ExecutorInputs built as the KFP v2 driver builds
 them and ``file://`` artifact URIs (see the emulator's docstring for what is real and what is simulated).
 This is the only evidence here, without a cluster, that the spec really runs."""
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
-from tests.kfp_emulator import Launcher, venv_bin
+from tests.fakes.kfp_launcher import Launcher, venv_bin
+from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import settings_from_dict
 
@@ -27,7 +28,7 @@ def emulation_config(root: Path) -> dict:
     the real store comes from the (emulated) Kubernetes secret, as credentials would."""
     return {
         "image": "localhost/torchtfx:emulated",
-        "project_root": str(Path(__file__).resolve().parent.parent),
+        "project_root": str(PROJECT_ROOT),
         "dataset": "taxi",
         "pipeline_root": str(root / "kfp-root"),
         "data_root": str(root / "data"),

@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client
 
 from tests import helpers
-from tests.fake_http import http_server
+from tests.fakes.http_server import http_server
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.multinode import run_on_cluster, staging_for
 from torchtfx.components.torch_trainer.cluster.pytorchjob_runner import PyTorchJobFailedError, PyTorchJobRunner

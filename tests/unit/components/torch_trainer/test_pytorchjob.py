@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client
 
-from tests.fake_http import http_server
+from tests.fakes.http_server import http_server
 from torchtfx.components.torch_trainer.cluster import pytorchjob_manifest as manifests
 from torchtfx.components.torch_trainer.cluster import pytorchjob_runner as runners
 from torchtfx.components.torch_trainer.cluster import pytorchjob_settings as job_settings

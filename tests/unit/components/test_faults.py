@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests import helpers
-from tests.test_promotion import _digest, _saved_model
+from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
 from torchtfx.components.shared import contracts, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registry

@@ -1,7 +1,7 @@
 """Kubeflow compile tier: the real KubeflowV2DagRunner compiles kubeflow/pools.yaml; the output is compared
 with a checked-in golden file and checked by structure; the KFP SDK's own package reader must accept it.
 Nothing here talks to a cluster. Regenerate the golden file after an intended change with
-``UPDATE_GOLDEN=1 .venv/bin/pytest tests/test_kfp_compile.py``."""
+``UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit/pipeline/kfp/test_compile.py``."""
 
 from __future__ import annotations
 

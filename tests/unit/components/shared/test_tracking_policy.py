@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from tests.fake_http import http_server
+from tests.fakes.http_server import http_server
 from torchtfx.components.shared.mlflow_client import (
     CONTINUE_IF_UNREACHABLE,
     FAIL_IF_UNREACHABLE,
