@@ -1,10 +1,16 @@
-"""The benchmark tooling itself: tree-wide peak RSS, and the report built from result files."""
+"""The benchmark tooling itself: tree-wide peak RSS, the report built from result files, and the input-path
+benchmark's in-process training loop."""
 
+import dataclasses
 import json
 import sys
+from pathlib import Path
+
+import pytest
 
 from bench.measure import run_measured
 from bench.report import write_report
+from tests import helpers
 
 _CHILD_ALLOCATES = (
     "import subprocess, sys, time\n"
@@ -94,3 +100,19 @@ def test_report_judges_each_ddp_variant_against_one_worker(tmp_path):
     )
     assert "- 2 workers, local SGD every 8 steps: speed-up 1.80x" in text
     assert "(target ≤ 0.005): met." in text
+
+
+def test_input_path_bench_trains_in_process_from_arrays_and_from_memory(tmp_path, tiny_taxi):
+    """The input-path benchmark's one-rank loop (the Trainer given its model, shards and optimizer), from the
+    job's memory-mapped arrays and from splits already in memory: same epochs, a history each."""
+    from bench.trainer_bench import _fixed_epochs, _train_in_process
+    from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi)
+    job = dataclasses.replace(job, hparams=_fixed_epochs(2, batch_size=64, num_workers=1))
+    from_files = _train_in_process(job, None)
+    data = Path(job.data_dir)
+    in_memory = (ArraySplit.load(data / "train"), ArraySplit.load(data / "eval"))
+    from_memory = _train_in_process(job, in_memory)
+    assert [h["epoch"] for h in from_files] == [h["epoch"] for h in from_memory] == [1, 2]
+    assert from_files[-1]["eval_loss"] == pytest.approx(from_memory[-1]["eval_loss"], rel=1e-6)
