@@ -1,0 +1,1 @@
+"""The pipeline: its definition (``create_pipeline``, preprocessing, TFMA config), runners, CLI, reporting."""

@@ -1,0 +1,1 @@
+"""What several components share: contracts, MLflow access, the TF Serving layout, run identity, artifact URIs."""

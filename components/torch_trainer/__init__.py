@@ -1,0 +1,1 @@
+"""TorchTrainer: DDP training of the PyTorch model, ONNX export, conversion to a TF SavedModel, parity gate."""

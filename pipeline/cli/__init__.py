@@ -1,0 +1,1 @@
+"""The ``torchtfx`` command line: ``main`` (run, draft-schema), the ``kubeflow`` and ``promotion`` groups."""

@@ -1,0 +1,1 @@
+"""Where training runs: torchrun on this machine, or a Kubeflow PyTorchJob across nodes."""

@@ -1,0 +1,1 @@
+"""PyTorch -> ONNX -> TensorFlow: export and check, onnx2tf conversion into the serving SavedModel, parity."""
