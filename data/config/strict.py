@@ -49,7 +49,8 @@ def describe(err: pydantic.ValidationError, source: str) -> str:
     """``source: key.path: what is wrong`` for each problem pydantic found, one per line after the first."""
     messages = list(dict.fromkeys(_message(e) for e in err.errors(include_url=False)))
     head = f"{source}: " if source else ""
-    return head + ("\n  ".join(messages) if len(messages) <= 1 else "\n  " + "\n  ".join(messages))
+    body = messages[0] if len(messages) == 1 else "".join(f"\n  {m}" for m in messages)
+    return head + body
 
 
 class StrictConfig(pydantic.BaseModel):

@@ -116,6 +116,7 @@ class Trainer:
         ``tracker`` (rank 0 only) receives every epoch's metrics."""
         self.ctx, self.hp, self.tracker = ctx, hp, tracker
         self.train_split, self.eval_split = train_split, eval_split
+        self.examples_per_epoch = len(train_split) * ctx.world_size  # over all ranks (equal shards)
         self.train_batches = ShardBatches(train_split, hp.batch_size, shuffle=True, seed=hp.seed)
         self.eval_batches = ShardBatches(eval_split, 8192, shuffle=False, seed=hp.seed)
         self.model = DDP(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
@@ -212,9 +213,9 @@ class Trainer:
             train_loss = self._train_epoch(epoch)
             evaluation = self.evaluate()
             eval_loss, eval_auc = evaluation.loss, evaluation.auc
-            seen += len(self.train_split) * self.ctx.world_size
+            seen += self.examples_per_epoch
             record = {"epoch": epoch + 1, "train_loss": train_loss, "eval_loss": eval_loss, "eval_auc": eval_auc}
-            record["examples_per_second"] = len(self.train_split) * self.ctx.world_size / (time.perf_counter() - tick)
+            record["examples_per_second"] = self.examples_per_epoch / (time.perf_counter() - tick)
             self.history.append(record)
             if eval_loss < self.best_loss - 1e-6:
                 self.best_loss, self.bad_epochs = eval_loss, 0
@@ -233,7 +234,7 @@ class Trainer:
             epochs_run=epoch + 1,
             examples_per_second=seen / seconds if seconds > 0 else 0.0,
             seconds=seconds,
-            train_examples=len(self.train_split) * self.ctx.world_size,
+            train_examples=self.examples_per_epoch,
             world_size=self.ctx.world_size,
             device=self.ctx.device.type,
             history=list(self.history),
