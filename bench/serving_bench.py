@@ -74,24 +74,23 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
         EXAMPLES_INPUT,
         SERVING_SIGNATURE,
         convert_onnx,
-        first_output,
     )
     from torchtfx.components.torch_trainer.flow import load_torch_model
-    from torchtfx.components.torch_trainer.worker.model import ProbabilityModel
+    from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
     saved = tf.saved_model.load(str(serving_dir))
     serve = saved.signatures[SERVING_SIGNATURE]
     tick = time.perf_counter()
-    network = convert_onnx(export_dir / contracts.ONNX_FILE, work / "onnx2tf")
+    network = convert_onnx(export_dir / contracts.ONNX_FILE, work / "onnx2tf").network
     conversion_seconds = time.perf_counter() - tick
-    network_fn = tf.function(lambda d, c: first_output(network([d, c])))
+    network_fn = tf.function(lambda d, c: network(d, c)[0])
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(str(export_dir / contracts.ONNX_FILE), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    torch_net = ProbabilityModel(load_torch_model(export_dir, layout, hparams)).eval()
+    torch_net = ExportHead(load_torch_model(export_dir, layout, hparams), layout.model_spec().task).eval()
 
     def torch_call(d, c):
         with torch.inference_mode():

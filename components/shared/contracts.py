@@ -77,6 +77,8 @@ PARITY_PROPERTY = "parity_max_abs_diff"  # as text: MLMD's sqlite store keeps do
 MLFLOW_RUN_ID_PROPERTY = "mlflow_run_id"
 EVAL_AUC_PROPERTY = "torch_eval_auc"
 NUM_WORKERS_PROPERTY = "ddp_world_size"
+MODEL_FACTORY_PROPERTY = "model_factory"
+CONVERSION_PROPERTY = "onnx_conversion"  # "<strategy>; repairs: <names>"
 # On the PushedModel artifact: TFX Pusher's names and types (pushed: int, the others strings).
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"

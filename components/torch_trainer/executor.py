@@ -12,11 +12,13 @@ from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
 from torchtfx.components.shared.contracts import (
+    CONVERSION_PROPERTY,
     DATASET_CONFIG_KEY,
     EVAL_AUC_PROPERTY,
     MLFLOW_POLICY_KEY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
+    MODEL_FACTORY_PROPERTY,
     NUM_WORKERS_PROPERTY,
     PARITY_PROPERTY,
 )
@@ -89,6 +91,8 @@ class Executor(base_executor.BaseExecutor):
         model.set_string_custom_property(PARITY_PROPERTY, f"{outcome.parity.max_abs_diff:.6e}")
         model.set_float_custom_property(EVAL_AUC_PROPERTY, outcome.result.eval_auc)
         model.set_int_custom_property(NUM_WORKERS_PROPERTY, outcome.result.world_size)
+        model.set_string_custom_property(MODEL_FACTORY_PROPERTY, request.hparams.model.factory)
+        model.set_string_custom_property(CONVERSION_PROPERTY, outcome.conversion)
         if outcome.result.mlflow_run_id:
             model.set_string_custom_property(MLFLOW_RUN_ID_PROPERTY, outcome.result.mlflow_run_id)
         logger.info("TorchTrainer step times (s): %s", {k: round(v, 1) for k, v in outcome.seconds.items()})

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 
 DENSE_INPUT = "dense"
@@ -25,9 +26,9 @@ class FeatureLayout:
     cardinalities: tuple[int, ...]  # one per embedded feature, OOV buckets included
     label: str
 
-    def embedding_dims(self, max_dim: int) -> tuple[int, ...]:
-        """A common rule of thumb: about 1.6 * cardinality^0.56, capped."""
-        return tuple(max(2, min(max_dim, round(1.6 * c**0.56))) for c in self.cardinalities)
+    def model_spec(self) -> ModelSpec:
+        """What the model factory is given (the only task so far is binary classification)."""
+        return ModelSpec(self.dense, self.embedded, self.cardinalities, task=BINARY, num_outputs=1)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import tensorflow_transform as tft
 import torch
+from torch import nn
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
@@ -20,8 +21,8 @@ from torchtfx.components.torch_trainer.export.parity import ParityReport, enforc
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
+from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
-from torchtfx.components.torch_trainer.worker.model import TabularModel
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -54,10 +55,12 @@ class TrainOutcome:
     parity: ParityReport
     layout: FeatureLayout
     seconds: dict[str, float]
+    conversion: str = ""  # "<strategy>; repairs: <names>"
 
 
-def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams) -> TabularModel:
-    model = TabularModel(layout, hparams.hidden_units, hparams.dropout, hparams.max_embedding_dim)
+def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams) -> nn.Module:
+    """The trained network, rebuilt by its factory and loaded with the saved weights."""
+    model = build_model(hparams.model, layout.model_spec())
     state = torch.load(export_dir / contracts.STATE_DICT_FILE, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
     return model.eval()
@@ -96,6 +99,8 @@ def run(request: TrainRequest) -> TrainOutcome:
     tick = time.perf_counter()
     tft_output = tft.TFTransformOutput(request.transform_graph_uri)
     layout = layout_from_transform(request.dataset, tft_output)
+    # Fail before any training when the factory cannot be loaded or its output has the wrong shape.
+    build_model(request.hparams.model, layout.model_spec())
     export_dir = contracts.export_dir(request.model_uri)
     export_dir.mkdir(parents=True, exist_ok=True)
     (export_dir / contracts.LAYOUT_FILE).write_text(layout.to_json())
@@ -110,8 +115,11 @@ def run(request: TrainRequest) -> TrainOutcome:
     seconds["train"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    network = convert_onnx(export_dir / contracts.ONNX_FILE, Path(request.work_dir) / "onnx2tf")
-    build_serving_model(network, tft_output, request.dataset, layout, Path(request.serving_dir))
+    conversion = convert_onnx(export_dir / contracts.ONNX_FILE, Path(request.work_dir) / "onnx2tf")
+    repaired = (*result.export_repairs, *conversion.repairs)
+    converted = f"{conversion.strategy}; repairs: {', '.join(repaired) or 'none'}"
+    logger.info("ONNX -> TF: %s", converted)
+    build_serving_model(conversion.network, tft_output, request.dataset, layout, Path(request.serving_dir))
     seconds["convert"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -123,4 +131,4 @@ def run(request: TrainRequest) -> TrainOutcome:
         tracker.log_metrics({contracts.PARITY_PROPERTY: parity.max_abs_diff}, step=result.epochs_run)
         tracker.finish("FINISHED" if parity.passed else "FAILED")
     enforce(parity)
-    return TrainOutcome(result, parity, layout, seconds)
+    return TrainOutcome(result, parity, layout, seconds, converted)

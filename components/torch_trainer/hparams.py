@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Literal
 
 import pydantic
 
+from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig
 
 
@@ -25,9 +26,11 @@ class TrainerHParams(StrictConfig):
     batch_size: PositiveInt = 256
     learning_rate: pydantic.PositiveFloat = 3e-3
     weight_decay: pydantic.NonNegativeFloat = 1e-5
-    hidden_units: Annotated[tuple[PositiveInt, ...], pydantic.Field(min_length=1)] = (128, 64)
-    dropout: Annotated[float, pydantic.Field(ge=0.0, lt=1.0)] = 0.1
-    max_embedding_dim: PositiveInt = 16
+    # The network: a zoo name or the user's factory, and its own hyperparameters (hidden units, dropout, ...).
+    model: ModelConfig = ModelConfig()
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    # "cosine" decays the learning rate to 0 over all planned steps (epochs * steps per epoch).
+    lr_schedule: Literal["constant", "cosine"] = "constant"
     grad_clip_norm: pydantic.PositiveFloat = 1.0
     early_stopping_patience: PositiveInt = 3
     seed: int = 42
@@ -39,3 +42,5 @@ class TrainerHParams(StrictConfig):
     # and the ranks average their parameters every N steps and at every epoch end. For CPU/gloo, where one
     # all-reduce costs about as much as a step's compute (make bench: DDP scaling); not bit-exact on resume.
     sync_every: PositiveInt = 1
+    # torch.autograd anomaly detection on every rank: names the op and step where a NaN appeared (slow).
+    detect_anomaly: bool = False

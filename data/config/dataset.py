@@ -14,6 +14,7 @@ from typing import Any
 import pydantic
 
 from torchtfx.data.config.gates import GateConfig
+from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -89,6 +90,9 @@ class DatasetConfig(_DatasetSection):
     source_package: str | None = None
     source_path: str | None = None
     gates: GateConfig = GateConfig()
+    # The YAML's model choice, a default for the Trainer's hyperparameters. Left out of the JSON that
+    # Transform and the other components receive: a new model must not invalidate Transform's cache.
+    model: ModelConfig = pydantic.Field(ModelConfig(), exclude=True)
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
@@ -186,6 +190,7 @@ class DatasetFile(_DatasetSection):
     slices: tuple[tuple[str, ...], ...] = ()
     source: _Source = _Source()
     gates: GateConfig = GateConfig()
+    model: ModelConfig = ModelConfig()  # factory + hparams; --model / --model-hparam override it
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
@@ -221,6 +226,7 @@ class DatasetFile(_DatasetSection):
             source_package=self.source.package,
             source_path=self.source.path,
             gates=self.gates,
+            model=self.model,
         )
 
 

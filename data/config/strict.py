@@ -108,7 +108,8 @@ class StrictConfig(pydantic.BaseModel):
 
     def replace(self, **changes: Any) -> StrictConfig:
         """A copy with ``changes``, validated like any other input."""
-        return type(self).parse({**self.model_dump(), **changes})
+        # Field values, not model_dump(): a field excluded from the JSON must survive a replace.
+        return type(self).parse({**{name: getattr(self, name) for name in type(self).model_fields}, **changes})
 
 
 def one_of(field: str, allowed: tuple[str, ...], name: str | None = None) -> Any:

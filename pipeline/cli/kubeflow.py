@@ -31,13 +31,18 @@ from torchtfx.pipeline.cli.errors import USER_ERRORS
     show_default=True,
     help="kfp: open-source Kubeflow Pipelines (.yaml + PlatformSpec); vertex: a Vertex AI PipelineJob (.json).",
 )
-def compile_cmd(config_path: Path, output: Path | None, target: str) -> None:
-    """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended."""
+@click.option("--model", "model_factory", help="Model factory, as for `torchtfx run --model` [default: pools.yaml's].")
+@click.option("--model-hparam", "model_hparams", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+def compile_cmd(
+    config_path: Path, output: Path | None, target: str, model_factory: str | None, model_hparams: tuple[str, ...]
+) -> None:
+    """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended. A model
+    file is embedded in the spec, so the Trainer step and every PyTorchJob replica load that code."""
     from torchtfx.pipeline.kfp.compile import compile_pipeline, compile_vertex_job
-    from torchtfx.pipeline.kfp.config import load_kubeflow_settings
+    from torchtfx.pipeline.kfp.config import load_kubeflow_settings, with_model
 
     try:
-        settings = load_kubeflow_settings(config_path)
+        settings = with_model(load_kubeflow_settings(config_path), model_factory, model_hparams)
         suffix = ".yaml" if target == "kfp" else ".json"
         output = output or Path("kubeflow/build") / f"{contracts.pipeline_name(Path(settings.dataset).stem)}{suffix}"
         (compile_pipeline if target == "kfp" else compile_vertex_job)(settings, output)

@@ -113,6 +113,20 @@ def cli(verbose: bool) -> None:
     show_default=True,
     help="Beam DirectRunner: in_memory (one process), multi_processing, or auto (in_memory below 32 MiB of CSV).",
 )
+@click.option(
+    "--model",
+    "model_factory",
+    help="Model factory: mlp, resnet, dcn, ft_transformer, package.module:function or path/to/file.py:function "
+    "[default: the dataset YAML's model, else mlp].",
+)
+@click.option(
+    "--model-hparam",
+    "model_hparams",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A model hyperparameter, value read as YAML (repeatable): --model-hparam dropout=0.2.",
+)
+@click.option("--detect-anomaly", is_flag=True, help="torch.autograd anomaly detection: name the op where NaN appears.")
 @click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
 @click.option(
     "--mlflow-unreachable",
@@ -136,18 +150,23 @@ def run(
     sync_every,
     beam_workers,
     beam_mode,
+    model_factory,
+    model_hparams,
+    detect_anomaly,
     no_cache,
     mlflow_unreachable,
 ):
     """Run the whole pipeline locally (LocalDagRunner + Beam DirectRunner)."""
     from torchtfx.pipeline.local.runner import LocalSettings, run_local
+    from torchtfx.pipeline.model_choice import choose_model, parse_model_hparams
     from torchtfx.pipeline.reporting.console import print_run_report
 
     try:
         options = dict(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed,
-                       num_workers=num_workers, sync_every=sync_every)  # fmt: skip
+                       num_workers=num_workers, sync_every=sync_every, detect_anomaly=detect_anomaly)  # fmt: skip
         hparams = TrainerHParams.parse(options, "trainer options (--epochs, --batch-size, ...)")
         dataset_cfg = load_dataset_config(dataset)
+        hparams = choose_model(dataset_cfg, hparams, model_factory, parse_model_hparams(model_hparams))
         settings = LocalSettings(
             dataset=dataset_cfg,
             pipeline_root=pipeline_root,

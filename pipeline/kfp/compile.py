@@ -15,6 +15,7 @@ from torchtfx.components.shared import contracts
 from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, load_dataset_config
 from torchtfx.pipeline.beam_args import with_dependency
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings
+from torchtfx.pipeline.model_choice import choose_model
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +41,10 @@ def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
     return dataset.replace(schema_path=Path(PurePosixPath(settings.project_root) / relative.as_posix()))
 
 
-def trainer_hparams(settings: KubeflowSettings):
-    """One DDP worker per GPU of a node (or the configured CPU workers on a CPU-only node)."""
-    hparams = settings.trainer.hparams
+def trainer_hparams(settings: KubeflowSettings, dataset: DatasetConfig | None = None):
+    """One DDP worker per GPU of a node (or the configured CPU workers on a CPU-only node), and the model
+    (with a file factory's source embedded, so that the Trainer step and every replica can load it)."""
+    hparams = choose_model(dataset or load_dataset_config(settings.dataset), settings.trainer.hparams)
     gpus = settings.trainer.gpus_per_node
     workers = gpus if gpus > 0 else hparams.num_workers
     return hparams.replace(num_workers=workers, use_gpu=gpus > 0)
@@ -100,7 +102,7 @@ def build_pipeline(settings: KubeflowSettings):
         data_root=settings.data_root,
         dataset=dataset,
         serving_model_dir=settings.serving_dir,
-        hparams=trainer_hparams(settings),
+        hparams=trainer_hparams(settings, dataset),
         mlflow_tracking_uri=settings.mlflow.tracking_uri,
         mlflow_experiment=contracts.pipeline_name(dataset.name),
         registered_model_name=contracts.pipeline_name(dataset.name),

@@ -232,3 +232,18 @@ def load_kubeflow_settings(path: Path) -> KubeflowSettings:
     if not path.is_file():
         raise KubeflowConfigError(f"Kubeflow config {path} does not exist (start from kubeflow/pools.yaml)")
     return settings_from_dict(load_yaml(path, KubeflowConfigError), str(path))
+
+
+def with_model(settings: KubeflowSettings, factory: str | None, hparam_pairs: tuple[str, ...]) -> KubeflowSettings:
+    """``settings`` with ``--model`` / ``--model-hparam`` applied over the trainer's (or the dataset's) model."""
+    if factory is None and not hparam_pairs:
+        return settings
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.config.model import ModelConfig
+    from torchtfx.pipeline.model_choice import parse_model_hparams
+
+    hparams = settings.trainer.hyperparameters
+    base = hparams.model if hparams.model != ModelConfig() else load_dataset_config(settings.dataset).model
+    model = base.with_overrides(factory, parse_model_hparams(hparam_pairs))
+    trainer = settings.trainer.replace(hyperparameters=hparams.replace(model=model))
+    return settings.replace(trainer=trainer)

@@ -47,9 +47,40 @@ def emulation_config(root: Path) -> dict:
             "gpus_per_node": 0,
             "cpu": 2,
             "memory": "4Gi",
-            "hyperparameters": {"epochs": 6, "num_workers": 2},
+            "hyperparameters": {"epochs": 6, "num_workers": 2, "model": {"factory": f"{user_model(root)}:build"}},
         },
     }
+
+
+USER_MODEL = """
+import torch
+from torch import nn
+
+
+class Wide(nn.Module):
+    def __init__(self, spec, width):
+        super().__init__()
+        self.embeddings = nn.ModuleList(nn.Embedding(card, 4) for card in spec.cardinalities)
+        self.net = nn.Sequential(nn.Linear(len(spec.dense_features) + 4 * len(spec.cardinalities), width), nn.ReLU(),
+                                 nn.Linear(width, 1))
+
+    def forward(self, dense, categorical):
+        parts = [dense] + [emb(categorical[:, i]) for i, emb in enumerate(self.embeddings)]
+        return self.net(torch.cat(parts, dim=1)).squeeze(1)
+
+
+def build(spec, width=32):
+    return Wide(spec, width)
+"""
+
+
+def user_model(root: Path) -> Path:
+    """A researcher's model file outside the repository; compile embeds it, and it is gone before any step
+    runs, so the Trainer step and its workers can only have it from the compiled spec."""
+    path = root / "research" / "my_model.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(USER_MODEL)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +93,7 @@ def emulated(tmp_path_factory, taxi_csv):
         writer.writeheader()
         writer.writerows(rows)
     spec = compile_pipeline(settings_from_dict(emulation_config(root), "emulation"), root / "pipeline.yaml")
+    (root / "research" / "my_model.py").unlink()
     secrets = {"mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"}}
     results = Launcher(spec, RUN_ID, venv_bin(), secrets).run({"pipeline-run-id": RUN_ID})
     return root, results
@@ -88,6 +120,8 @@ def test_launcher_fixes_hold_on_the_artifacts_passed_between_steps(emulated):
     assert blessing["uri"].startswith("file://") and blessing["metadata"]["current_model"].startswith("file://")
     model = results["TorchTrainer"].outputs["model"]["metadata"]
     assert float(model["parity_max_abs_diff"]) <= 1e-5 and model["ddp_world_size"] == 2
+    assert model["model_factory"].endswith("research/my_model.py:build")  # loaded from the spec's copy
+    assert model["onnx_conversion"].startswith("translator")
     # Outputs landed where the launcher would upload them from: under the run's folder of the pipeline root.
     assert Path(results["TorchTrainer"].outputs["model"]["uri"][len("file://") :], "Format-Serving").is_dir()
 

@@ -1,4 +1,5 @@
-"""ONNX -> TensorFlow with onnx2tf, then one SavedModel that serves raw tf.Examples.
+"""ONNX -> TensorFlow (repairs, then the op-by-op translator; onnx2tf as fallback), then one SavedModel that
+serves raw tf.Examples.
 
 Signatures of the SavedModel:
 - ``serving_default(examples: string[batch]) -> {"probabilities": float32[batch]}``: parse (no label
@@ -8,11 +9,23 @@ Signatures of the SavedModel:
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import logging
+import re
 from pathlib import Path
 
+import onnx
 import tensorflow as tf
 
+from torchtfx.components.torch_trainer.export import repairs
+from torchtfx.components.torch_trainer.export.translator import (
+    ConversionError,
+    OnnxGraphModule,
+    UnsupportedOpsError,
+    unsupported_ops,
+)
 from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT, FeatureLayout
 from torchtfx.data.config.dataset import DatasetConfig
 
@@ -23,37 +36,79 @@ TRANSFORM_SIGNATURE = "transform_features"
 EXAMPLES_INPUT = "examples"
 
 
-def convert_onnx(onnx_path: Path, work_dir: Path):
-    """The ONNX graph as a tf_keras functional model (inputs in ONNX order: dense, categorical)."""
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    network: tf.Module  # network(dense, categorical) -> [outputs...]
+    strategy: str  # "translator" or "onnx2tf"
+    repairs: tuple[str, ...]
+
+
+class _KerasNetwork(tf.Module):
+    """onnx2tf's Keras model behind the translator's calling convention; outputs read by position, since
+    onnx2tf renames them between versions."""
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+
+    def __call__(self, dense: tf.Tensor, categorical: tf.Tensor) -> list[tf.Tensor]:
+        outputs = self.model([dense, categorical])
+        if isinstance(outputs, dict):
+            outputs = list(outputs.values())
+        return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+
+
+def run_onnx2tf(onnx_path: Path, work_dir: Path) -> tf.Module:
+    """onnx2tf, with its ``sys.exit`` on failure turned into a :class:`ConversionError` that quotes it."""
     import onnx2tf
 
-    model = onnx2tf.convert(
-        input_onnx_file_path=str(onnx_path),
-        output_folder_path=str(work_dir),
-        non_verbose=True,
-        # We only need the Keras model it builds: by default onnx2tf also saves its own SavedModel and
-        # converts float32 and float16 TFLite files, which took 57 of its 65 s on the taxi model.
-        disable_model_save=True,
-        # onnxsim is not installed (and the exporter's graph is already simple); skip the attempt.
-        not_use_onnxsim=True,
-    )
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            model = onnx2tf.convert(
+                input_onnx_file_path=str(onnx_path),
+                output_folder_path=str(work_dir),
+                non_verbose=True,
+                # Only the Keras model is needed: by default onnx2tf also saves its own SavedModel and
+                # converts float32 and float16 TFLite files, which took 57 of its 65 s on the taxi model.
+                disable_model_save=True,
+                not_use_onnxsim=True,  # onnxsim is not installed
+            )
+    except SystemExit as stop:  # onnx2tf calls sys.exit(1) when a node fails
+        text = re.sub(r"\x1b\[[0-9;]*m", "", printed.getvalue())  # onnx2tf colors its messages
+        tail = " | ".join(text.strip().splitlines()[-3:])
+        raise ConversionError(f"onnx2tf stopped (exit code {stop.code}): {tail[-600:]}") from None
+    except Exception as err:
+        raise ConversionError(f"onnx2tf failed: {type(err).__name__}: {str(err)[:600]}") from err
     if len(model.inputs) != 2:
-        raise ValueError(f"converted model has {len(model.inputs)} inputs, expected 2 (dense, categorical)")
-    return model
+        raise ConversionError(f"onnx2tf built {len(model.inputs)} inputs, expected 2 (dense, categorical)")
+    return _KerasNetwork(model)
 
 
-def first_output(outputs) -> tf.Tensor:
-    """onnx2tf renames outputs between versions: read them by position."""
-    if isinstance(outputs, dict):
-        outputs = list(outputs.values())
-    if isinstance(outputs, (list, tuple)):
-        outputs = outputs[0]
-    return outputs
+def convert_onnx(onnx_path: Path, work_dir: Path) -> Conversion:
+    """The ONNX graph as a TF network: repaired, then translated op by op; onnx2tf only for graphs with ops
+    outside the translator's set. The parity gate judges the result either way."""
+    model, fired = repairs.apply_graph_repairs(onnx.load(str(onnx_path)))
+    missing = unsupported_ops(model)
+    if not missing:
+        return Conversion(OnnxGraphModule(model), "translator", fired)
+    logger.warning("%s; trying onnx2tf", UnsupportedOpsError(missing))
+    repaired_path = work_dir / "repaired.onnx"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(repaired_path))
+    try:
+        return Conversion(run_onnx2tf(repaired_path, work_dir), "onnx2tf", fired)
+    except ConversionError as err:
+        tried = ", ".join(fired) if fired else f"none fired (known: {', '.join(r.name for r in repairs.GRAPH_REPAIRS)})"
+        raise ConversionError(
+            f"the model could not be converted to TensorFlow. {UnsupportedOpsError(missing)}. Repairs: {tried}. "
+            f"Fallback {err}. Rewrite those parts of the model with supported ops (README: Bring your own model)."
+        ) from None
 
 
 class ServingModule(tf.Module):
     """The two signatures. ``autograph=False``: they hold no Python control flow on tensors, and autograph
-    would otherwise convert every onnx2tf layer's ``call`` while tracing (7 of the 16.5 s of conversion)."""
+    would otherwise convert every layer's ``call`` while tracing (7 of the 16.5 s of onnx2tf's conversion)."""
 
     def __init__(self, network, tft_output, layout: FeatureLayout, serving_spec: dict, transform_spec: dict) -> None:
         super().__init__()
@@ -81,7 +136,7 @@ class ServingModule(tf.Module):
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(examples, self._serving_spec)
         dense, categorical = self.network_inputs(self.tft_layer(parsed))
-        probabilities = first_output(self.network([dense, categorical]))
+        probabilities = self.network(dense, categorical)[0]
         return {PROBABILITIES_OUTPUT: tf.reshape(probabilities, [-1])}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)], autograph=False)

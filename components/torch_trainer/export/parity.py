@@ -17,7 +17,7 @@ import torch
 from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT, FeatureLayout
 from torchtfx.components.torch_trainer.materialize import split_files
-from torchtfx.components.torch_trainer.worker.model import ProbabilityModel, TabularModel
+from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class ParityReport:
         return self.max_abs_diff <= self.tolerance
 
 
-def _torch_probabilities(net: ProbabilityModel, transformed: dict, layout: FeatureLayout) -> np.ndarray:
+def _torch_probabilities(net: ExportHead, transformed: dict, layout: FeatureLayout) -> np.ndarray:
     dense = np.stack([transformed[k].numpy().reshape(-1) for k in layout.dense], axis=1).astype(np.float32)
     categorical = np.stack([transformed[k].numpy().reshape(-1) for k in layout.embedded], axis=1).astype(np.int64)
     with torch.no_grad():
@@ -48,12 +48,12 @@ def _torch_probabilities(net: ProbabilityModel, transformed: dict, layout: Featu
 
 
 def measure_parity(
-    saved_model_dir: str, raw_split_uri: str, model: TabularModel, layout: FeatureLayout, tolerance: float
+    saved_model_dir: str, raw_split_uri: str, model: torch.nn.Module, layout: FeatureLayout, tolerance: float
 ) -> ParityReport:
     """Max |p_savedmodel - p_torch| over every raw example of the split."""
     loaded = tf.saved_model.load(saved_model_dir)
     serve, transform = loaded.signatures[SERVING_SIGNATURE], loaded.signatures[TRANSFORM_SIGNATURE]
-    net = ProbabilityModel(model).eval()
+    net = ExportHead(model, layout.model_spec().task).eval()
     max_diff, sum_diff, count = 0.0, 0.0, 0
     dataset = tf.data.TFRecordDataset(split_files(raw_split_uri), compression_type="GZIP").batch(_BATCH)
     for batch in dataset:
@@ -76,5 +76,6 @@ def enforce(report: ParityReport) -> None:
             f"parity gate failed: the converted SavedModel differs from PyTorch by up to "
             f"{report.max_abs_diff:.3g} (mean {report.mean_abs_diff:.3g}) over {report.examples} eval examples, "
             f"above the tolerance {report.tolerance:.1g}; the model was not handed to the Evaluator. "
-            "Check the ONNX conversion (onnx2tf version, unsupported ops) before retrying."
+            "Check the conversion strategy and repairs in the Trainer's log (and ops whose TF kernels differ "
+            "numerically, e.g. approximations) before retrying."
         )

@@ -50,6 +50,7 @@ class TrainResult:
     examples_per_second: float
     onnx_max_abs_diff: float
     mlflow_run_id: str | None
+    export_repairs: list[str] = dataclasses.field(default_factory=list)  # repairs the ONNX export needed
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True))

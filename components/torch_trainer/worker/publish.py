@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from pathlib import Path
@@ -12,6 +13,7 @@ from torch import nn
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
+from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.metrics import plot_training_curves
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
@@ -26,8 +28,13 @@ def start_tracking(job: TrainJob) -> MlflowRun:
     if id_file.exists():
         return MlflowRun(job.mlflow_tracking_uri, id_file.read_text().strip())
     run = MlflowRun.start(job.mlflow_tracking_uri, job.mlflow_experiment, job.mlflow_run_name, job.mlflow_tags)
-    params = {k: v for k, v in json.loads(job.hparams.to_json()).items()}
+    params = {k: v for k, v in json.loads(job.hparams.to_json()).items() if k != "model"}
+    model = job.hparams.model
     params.update(
+        model_factory=model.factory,
+        model_hparams=json.dumps(model.hparams, sort_keys=True),
+        # The source itself would exceed MLflow's parameter size; its digest names the exact file.
+        model_source_sha256=hashlib.sha256(model.source.encode()).hexdigest() if model.source else "",
         dense_features=",".join(job.layout.dense),
         embedded_features=",".join(job.layout.embedded),
         cardinalities=",".join(map(str, job.layout.cardinalities)),
@@ -49,8 +56,9 @@ def publish(
     torch.save(net.state_dict(), state_path)
     eval_split = ArraySplit.load(Path(job.data_dir) / "eval")
     onnx_path = model_dir / contracts.ONNX_FILE
-    export_onnx(net, eval_split, onnx_path)
-    onnx_diff = check_onnx(net, onnx_path, eval_split)
+    head = ExportHead(net, job.layout.model_spec().task).eval()
+    export = export_onnx(head, eval_split, onnx_path)
+    onnx_diff = check_onnx(head, onnx_path, eval_split)
     history_path = run_dir / contracts.HISTORY_FILE
     history_path.write_text(json.dumps(training.history, indent=2))
     curves_path = run_dir / contracts.CURVES_FILE
@@ -68,6 +76,7 @@ def publish(
         seconds=training.seconds,
         examples_per_second=training.examples_per_second,
         onnx_max_abs_diff=onnx_diff,
+        export_repairs=list(export.repairs),
         mlflow_run_id=tracker.run_id if tracker else None,
     )
     if tracker is not None:

@@ -79,14 +79,20 @@ class ShardBatches:
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    def _stop(self) -> int:
+        """Rows iterated. Training drops a trailing batch of one row: BatchNorm cannot train on a single row
+        (it raises), and the shuffle moves a different row there every epoch."""
+        n = len(self.label)
+        return n - 1 if self.shuffle and n > 1 and n % self.batch_size == 1 else n
+
     def __len__(self) -> int:
-        return (len(self.label) + self.batch_size - 1) // self.batch_size
+        return (self._stop() + self.batch_size - 1) // self.batch_size
 
     def __iter__(self):
         n = len(self.label)
         if self.shuffle:
             order = torch.randperm(n, generator=torch.Generator().manual_seed(self.seed + self.epoch))
-        for start in range(0, n, self.batch_size):
+        for start in range(0, self._stop(), self.batch_size):
             if self.shuffle:
                 idx = order[start : start + self.batch_size]
                 yield self.dense[idx], self.categorical[idx], self.label[idx]

@@ -13,6 +13,7 @@ import contextlib
 import copy
 import dataclasses
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -27,10 +28,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.modeling.factory import build_model
+from torchtfx.components.torch_trainer.modeling.heads import loss_for
+from torchtfx.components.torch_trainer.modeling.spec import BINARY
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import roc_auc
-from torchtfx.components.torch_trainer.worker.model import TabularModel
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
@@ -92,12 +95,25 @@ def load_train_objs(
     torch.manual_seed(hp.seed)
     data = Path(job.data_dir)
     train, eval_ = splits or (ArraySplit.load(data / "train"), ArraySplit.load(data / "eval"))
-    model = TabularModel(job.layout, hp.hidden_units, hp.dropout, hp.max_embedding_dim)
+    model = build_model(hp.model, job.layout.model_spec())
     return train.shard(ctx.rank, ctx.world_size, equal=True), eval_.shard(ctx.rank, ctx.world_size, equal=False), model
 
 
+_OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
+
+
 def make_optimizer(model: nn.Module, hp: TrainerHParams) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    optimizer = _OPTIMIZERS[hp.optimizer]
+    extra = {"momentum": 0.9, "nesterov": True} if hp.optimizer == "sgd" else {}
+    return optimizer(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay, **extra)
+
+
+def make_schedule(optimizer: torch.optim.Optimizer, hp: TrainerHParams, steps_per_epoch: int):
+    """Per-step learning-rate factor: constant, or a cosine from 1 to 0 over every planned step."""
+    total = max(1, hp.epochs * steps_per_epoch)
+    if hp.lr_schedule == "cosine":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total)))
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
 
 
 class Trainer:
@@ -111,9 +127,11 @@ class Trainer:
         hp: TrainerHParams,
         checkpoint_path: Path,
         tracker: MlflowRun | None = None,
+        task: str = BINARY,
     ) -> None:
         """``model`` is on ``ctx.device`` and ``optimizer`` holds its parameters; the Trainer wraps it in DDP.
-        ``tracker`` (rank 0 only) receives every epoch's metrics."""
+        ``tracker`` (rank 0 only) receives every epoch's metrics. The loss is the model's own ``loss(outputs,
+        labels)`` when it defines one, else the ``task``'s."""
         self.ctx, self.hp, self.tracker = ctx, hp, tracker
         self.train_split, self.eval_split = train_split, eval_split
         self.examples_per_epoch = len(train_split) * ctx.world_size  # over all ranks (equal shards)
@@ -123,7 +141,8 @@ class Trainer:
         self.optimizer = optimizer
         self.amp = ctx.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
-        self.loss_fn = nn.BCEWithLogitsLoss()
+        self.schedule = make_schedule(optimizer, hp, len(self.train_batches))
+        self.loss_fn = loss_for(model, task)
         self.checkpoint_path = checkpoint_path
         self.start_epoch, self.best_loss, self.bad_epochs = 0, float("inf"), 0
         self.best_state: dict | None = None
@@ -136,6 +155,7 @@ class Trainer:
             "model": self.model.module.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
+            "schedule": self.schedule.state_dict(),
             "best_loss": self.best_loss,
             "best_state": self.best_state,
             "bad_epochs": self.bad_epochs,
@@ -154,6 +174,7 @@ class Trainer:
         self.model.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        self.schedule.load_state_dict(state["schedule"])
         self.best_loss, self.best_state = state["best_loss"], state["best_state"]
         self.bad_epochs, self.history = state["bad_epochs"], state["history"]
         torch.set_rng_state(state["cpu_rng"])
@@ -179,6 +200,7 @@ class Trainer:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.hp.grad_clip_norm)
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            self.schedule.step()
             if local_sgd and step % self.hp.sync_every == 0:
                 average_parameters(self.model.parameters(), None)
             total += torch.stack([loss.detach().double() * len(label), torch.tensor(len(label), device=total.device)])
@@ -263,9 +285,9 @@ def run(job: TrainJob) -> None:
         # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
         tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
         checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
-        trainer = Trainer(
-            model, train_split, eval_split, make_optimizer(model, job.hparams), ctx, job.hparams, checkpoint, tracker
-        )
+        optimizer = make_optimizer(model, job.hparams)
+        task = job.layout.model_spec().task
+        trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint, tracker, task)
         trainer.resume()
         training = trainer.train()
         trainer.restore_best()

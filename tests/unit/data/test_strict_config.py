@@ -29,7 +29,11 @@ def _write(tmp_path, text: str, name: str = "mine.yaml"):
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("slices:", "slice:", "unknown key slice; allowed keys here: defaults, features, gates, label, name, schema,"),
+        (
+            "slices:",
+            "slice:",
+            "unknown key slice; allowed keys here: defaults, features, gates, label, model, name, schema,",
+        ),
         ("  categorical:", "  categorcal:", "unknown key features.categorcal; allowed keys here: bucketized, "),
         ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, name, op,"),
         ("vocabulary:\n  top_k: 1000", "vocabulary:\n  topk: 1000", "unknown key vocabulary.topk; allowed keys"),
@@ -101,7 +105,7 @@ def test_every_family_raises_its_own_error_which_is_a_config_error():
 @pytest.mark.parametrize(
     "config",
     [
-        TrainerHParams(hidden_units=(32, 16), sync_every=4),
+        TrainerHParams(model={"factory": "dcn", "hparams": {"hidden_units": [32, 16]}}, sync_every=4),
         BatchingParams(max_batch_size=64),
         GateConfig(value_floors={"precision": 0.5}, slice_max_auc_drop={"payment_type": 0.05}),
         PyTorchJobSettings(

@@ -1,4 +1,4 @@
-"""ONNX export, onnx2tf conversion, the serving SavedModel and the parity gate, on a real TFT graph."""
+"""ONNX export, conversion (translator), the serving SavedModel and the parity gate, on a real TFT graph."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import torch
 from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
-from torchtfx.components.torch_trainer.worker.model import TabularModel
+from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+from torchtfx.components.torch_trainer.modeling.zoo import mlp
 
 
-def _trained_model(tiny_taxi, seed: int = 0) -> TabularModel:
+def _trained_model(tiny_taxi, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
-    model = TabularModel(tiny_taxi.layout, hidden_units=(16,), dropout=0.0, max_embedding_dim=4)
+    model = mlp.build(tiny_taxi.layout.model_spec(), hidden_units=(16,), dropout=0.0, max_embedding_dim=4)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     a = tiny_taxi.arrays
     dense, cat, label = torch.from_numpy(a.dense), torch.from_numpy(a.categorical), torch.from_numpy(a.label)
@@ -32,19 +33,20 @@ def _trained_model(tiny_taxi, seed: int = 0) -> TabularModel:
 def converted(tmp_path_factory, tiny_taxi):
     root = tmp_path_factory.mktemp("converted")
     model = _trained_model(tiny_taxi)
-    export_onnx(model, tiny_taxi.arrays, root / "model.onnx")
-    network = convert_onnx(root / "model.onnx", root / "onnx2tf")
+    export_onnx(ExportHead(model, "binary"), tiny_taxi.arrays, root / "model.onnx")
+    network = convert_onnx(root / "model.onnx", root / "onnx2tf").network
     build_serving_model(network, tiny_taxi.tft_output, tiny_taxi.cfg, tiny_taxi.layout, root / "serving")
     return model, root
 
 
 def test_onnxruntime_matches_torch(converted, tiny_taxi):
     model, root = converted
-    assert check_onnx(model, root / "model.onnx", tiny_taxi.arrays) < 1e-5
+    assert check_onnx(ExportHead(model, "binary"), root / "model.onnx", tiny_taxi.arrays) < 1e-5
 
 
 def test_onnx_check_is_batched_and_sees_every_batch(converted, tiny_taxi):
     model, root = converted
+    model = ExportHead(model, "binary")
     whole = check_onnx(model, root / "model.onnx", tiny_taxi.arrays, batch_size=len(tiny_taxi.arrays))
     batched = check_onnx(model, root / "model.onnx", tiny_taxi.arrays, batch_size=97)  # last batch is partial
     assert batched == pytest.approx(whole, abs=1e-7)
@@ -68,8 +70,8 @@ def test_parity_gate_fails_on_a_broken_conversion(tmp_path, converted, tiny_taxi
     broken = _trained_model(tiny_taxi)
     with torch.no_grad():
         broken.mlp[0].weight.add_(0.05)
-    export_onnx(broken, tiny_taxi.arrays, tmp_path / "broken.onnx")
-    network = convert_onnx(tmp_path / "broken.onnx", tmp_path / "onnx2tf")
+    export_onnx(ExportHead(broken, "binary"), tiny_taxi.arrays, tmp_path / "broken.onnx")
+    network = convert_onnx(tmp_path / "broken.onnx", tmp_path / "onnx2tf").network
     build_serving_model(network, tiny_taxi.tft_output, tiny_taxi.cfg, tiny_taxi.layout, tmp_path / "serving")
     report = measure_parity(str(tmp_path / "serving"), str(tiny_taxi.examples_dir), model, tiny_taxi.layout, 1e-5)
     assert not report.passed

@@ -6,8 +6,10 @@ import numpy as np
 import torch
 
 from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+from torchtfx.components.torch_trainer.modeling.spec import embedding_dims
+from torchtfx.components.torch_trainer.modeling.zoo import mlp
 from torchtfx.components.torch_trainer.worker.metrics import roc_auc
-from torchtfx.components.torch_trainer.worker.model import ProbabilityModel, TabularModel
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
 LAYOUT = FeatureLayout(dense=("a_xf", "b_xf"), embedded=("c_xf", "d_xf"), cardinalities=(5, 300), label="y_xf")
@@ -23,21 +25,21 @@ def _split(n: int) -> ArraySplit:
 
 
 def test_model_maps_a_batch_to_one_logit_per_row():
-    model = TabularModel(LAYOUT, hidden_units=(16, 8), dropout=0.0, max_embedding_dim=8)
+    model = mlp.build(LAYOUT.model_spec(), hidden_units=(16, 8), dropout=0.0, max_embedding_dim=8)
     split = _split(7)
     logits = model(torch.from_numpy(split.dense), torch.from_numpy(split.categorical))
     assert logits.shape == (7,)
-    probs = ProbabilityModel(model)(torch.from_numpy(split.dense), torch.from_numpy(split.categorical))
+    probs = ExportHead(model, "binary")(torch.from_numpy(split.dense), torch.from_numpy(split.categorical))
     assert torch.all((probs > 0) & (probs < 1))
 
 
 def test_embedding_sizes_grow_with_cardinality_and_are_capped():
-    dims = LAYOUT.embedding_dims(max_dim=8)
+    dims = embedding_dims(LAYOUT.cardinalities, max_dim=8)
     assert dims[0] < dims[1] == 8
 
 
 def test_out_of_vocabulary_ids_fail_loudly():
-    model = TabularModel(LAYOUT, hidden_units=(4,), dropout=0.0, max_embedding_dim=4)
+    model = mlp.build(LAYOUT.model_spec(), hidden_units=(4,), dropout=0.0, max_embedding_dim=4)
     bad = torch.tensor([[0, 300]])
     try:
         model(torch.zeros(1, 2), bad)
@@ -66,6 +68,13 @@ def test_batches_reshuffle_per_epoch_and_reproducibly():
     batches.set_epoch(0)
     assert torch.equal(a, next(iter(batches))[0]) and not torch.equal(a, b)
     assert len(batches) == 4 and first().shape == (16,)
+
+
+def test_training_batches_never_end_in_a_single_row():
+    """BatchNorm raises on a one-row training batch; the shuffle moves another row there each epoch."""
+    batches = ShardBatches(_split(33), batch_size=16, shuffle=True, seed=0)
+    assert [len(b[2]) for b in batches] == [16, 16] and len(batches) == 2
+    assert [len(b[2]) for b in ShardBatches(_split(33), batch_size=16, shuffle=False, seed=0)] == [16, 16, 1]
 
 
 def test_auc_matches_definition():

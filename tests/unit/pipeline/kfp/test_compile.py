@@ -179,3 +179,31 @@ def test_vertex_target_writes_a_pipeline_job(tmp_path):
 def test_yaml_json_name_is_refused(tmp_path):
     with pytest.raises(KubeflowConfigError, match=r"use a \.yaml name"):
         compile_pipeline(load_kubeflow_settings(POOLS), tmp_path / "pipeline.json")
+
+
+def test_a_model_file_named_at_compile_time_travels_inside_the_spec(tmp_path):
+    """``torchtfx compile --model file.py:build``: the Trainer step's hyperparameters carry the source, so
+    the step (and each PyTorchJob replica, which gets the same hyperparameters) loads it without the file."""
+    from torchtfx.pipeline.kfp.config import with_model
+
+    model_file = tmp_path / "research" / "net.py"
+    model_file.parent.mkdir()
+    model_file.write_text("from torch import nn\n\n\ndef build(spec, d=4):\n    return Net(spec, d)\n\n\n"
+                          "class Net(nn.Module):\n    def __init__(self, spec, d):\n        super().__init__()\n"
+                          "        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
+                          "    def forward(self, dense, categorical):\n"
+                          "        return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]\n")  # fmt: skip
+    settings = with_model(load_kubeflow_settings(POOLS), f"{model_file}:build", ("d=8",))
+    out = compile_pipeline(settings, tmp_path / "pipeline.yaml")
+    spec, _ = yaml.safe_load_all(out.read_text())
+    params = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]
+    model = json.loads(params["hyperparameters"]["runtimeValue"]["constant"])["model"]
+    assert model == {"factory": f"{model_file.resolve()}:build", "hparams": {"d": 8}, "source": model_file.read_text()}
+
+
+def test_a_model_that_cannot_load_stops_compile(tmp_path):
+    from torchtfx.data.config.model import ModelConfigError
+    from torchtfx.pipeline.kfp.config import with_model
+
+    with pytest.raises(ModelConfigError, match="tabnet"):
+        compile_pipeline(with_model(load_kubeflow_settings(POOLS), "tabnet", ()), tmp_path / "p.yaml")

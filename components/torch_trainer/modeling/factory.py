@@ -1,0 +1,157 @@
+"""Find, load and check the model factory a :class:`ModelConfig` names.
+
+Loading a factory runs the user's code, so it is only ever loaded from the zoo, a module the user named,
+or the file the user named (carried as its source text once the pipeline is built, see
+:func:`embed_source`). Every failure is a :class:`ModelConfigError` that names the factory and the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.data.config.model import ModelConfig, ModelConfigError
+
+logger = logging.getLogger(__name__)
+
+_ZOO_PACKAGE = "torchtfx.components.torch_trainer.modeling.zoo"
+ZOO = ("mlp", "resnet", "dcn", "ft_transformer")
+_CHECK_BATCH = 3
+
+
+def _split(factory: str) -> tuple[str, str]:
+    if factory in ZOO:
+        return f"{_ZOO_PACKAGE}.{factory}", "build"
+    target, _, function = factory.rpartition(":")
+    if not target or not function:
+        raise ModelConfigError(
+            f"model factory {factory!r} is not a zoo model ({', '.join(ZOO)}) nor 'module:function' "
+            "or 'path/to/file.py:function'"
+        )
+    return target, function
+
+
+def embed_source(config: ModelConfig, base_dir: Path | None = None) -> ModelConfig:
+    """A file factory with its source text inside (and its path made absolute); others unchanged."""
+    target, function = _split(config.factory)
+    if not target.endswith(".py") or config.source is not None:
+        return config
+    path = Path(target).expanduser()
+    path = path if path.is_absolute() else (base_dir or Path.cwd()) / path
+    if not path.is_file():
+        raise ModelConfigError(f"model factory {config.factory!r}: file {path} does not exist")
+    return config.replace(factory=f"{path.resolve()}:{function}", source=path.read_text(encoding="utf-8"))
+
+
+def _module_from_source(path: str, source: str):
+    """Execute the carried source as a module named after its content (one module per distinct file)."""
+    name = f"torchtfx_user_model_{hashlib.sha256(source.encode()).hexdigest()[:12]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=path)
+    module = importlib.util.module_from_spec(spec)
+    module.__file__ = path
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name while it executes
+    try:
+        exec(compile(source, path, "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _import_target(config: ModelConfig, target: str):
+    if target.endswith(".py"):
+        if config.source is None:
+            config = embed_source(config)
+        return _module_from_source(target, config.source)
+    return importlib.import_module(target)
+
+
+def load_factory(config: ModelConfig) -> Callable[..., nn.Module]:
+    target, function = _split(config.factory)
+    try:
+        module = _import_target(config, target)
+    except ModelConfigError:
+        raise
+    except Exception as err:  # the user's module failed to import: say which and why
+        raise ModelConfigError(
+            f"model factory {config.factory!r} could not be imported: {type(err).__name__}: {err}. "
+            "Check that the file or package is installed where the Trainer runs and imports cleanly."
+        ) from err
+    factory = getattr(module, function, None)
+    if not callable(factory):
+        raise ModelConfigError(f"model factory {config.factory!r}: {target} has no callable {function!r}")
+    return factory
+
+
+def _check_hparams(factory: Callable[..., Any], config: ModelConfig, spec: ModelSpec) -> None:
+    try:
+        inspect.signature(factory).bind(spec, **config.hparams)
+    except TypeError as err:
+        params = [p for p in inspect.signature(factory).parameters][1:]
+        raise ModelConfigError(
+            f"model factory {config.factory!r} does not accept hparams {sorted(config.hparams)}: {err}; "
+            f"it takes {', '.join(params) or 'only the spec'}"
+        ) from None
+
+
+def build_model(config: ModelConfig, spec: ModelSpec) -> nn.Module:
+    """``factory(spec, **hparams)``, checked to be a module whose output has the task's shape."""
+    factory = load_factory(config)
+    _check_hparams(factory, config, spec)
+    try:
+        model = factory(spec, **config.hparams)
+    except Exception as err:
+        raise ModelConfigError(
+            f"model factory {config.factory!r} raised {type(err).__name__}: {err} (hparams {config.hparams})"
+        ) from err
+    if not isinstance(model, nn.Module):
+        raise ModelConfigError(
+            f"model factory {config.factory!r} returned {type(model).__name__}, not a torch.nn.Module"
+        )
+    check_output(model, spec, config.factory)
+    return model
+
+
+def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
+    """Run a tiny batch through ``forward(dense, categorical)`` and check what comes back."""
+    dense = torch.zeros(_CHECK_BATCH, len(spec.dense_features))
+    categorical = torch.zeros(_CHECK_BATCH, len(spec.categorical_features), dtype=torch.int64)
+    was_training = model.training
+    try:
+        with torch.no_grad():
+            out = model.eval()(dense, categorical)
+    except Exception as err:
+        raise ModelConfigError(
+            f"model {name!r} failed on a batch of {_CHECK_BATCH}: forward(dense float32 [batch, "
+            f"{len(spec.dense_features)}], categorical int64 [batch, {len(spec.categorical_features)}]) "
+            f"raised {type(err).__name__}: {err}"
+        ) from err
+    finally:
+        model.train(was_training)
+    expected = spec.output_shape(_CHECK_BATCH)
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point() or tuple(out.shape) != expected:
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+        what = "logits [batch, num_outputs]" if len(expected) == 2 else "one raw score per row, shape [batch]"
+        hint = " (squeeze the last dimension)" if got.startswith(f"({_CHECK_BATCH}, 1)") else ""
+        raise ModelConfigError(
+            f"model {name!r} returned {got} for a batch of {_CHECK_BATCH}; a {spec.task} model must return "
+            f"{what}, i.e. a float tensor of shape {expected}{hint}"
+        )
+
+
+def provisional_spec(dense: tuple[str, ...], categorical: tuple[str, ...]) -> ModelSpec:
+    """A spec to check a factory before Transform has counted the vocabularies (cardinality 2 each)."""
+    return ModelSpec(dense, categorical, tuple(2 for _ in categorical))

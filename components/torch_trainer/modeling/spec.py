@@ -1,0 +1,46 @@
+"""What a model factory is given: :class:`ModelSpec`, the model's view of the transformed features.
+
+A factory is called as ``factory(spec, **hparams)`` and returns an ``nn.Module`` whose
+``forward(dense, categorical)`` takes float32 ``[batch, len(spec.dense_features)]`` and int64
+``[batch, len(spec.categorical_features)]`` and returns raw scores: logits ``[batch]`` (binary),
+logits ``[batch, num_outputs]`` (multiclass) or predictions ``[batch]`` (regression).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+BINARY = "binary"
+MULTICLASS = "multiclass"
+REGRESSION = "regression"
+TASKS = (BINARY, MULTICLASS, REGRESSION)
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    dense_features: tuple[str, ...]
+    # Categorical and bucketized features, in the order of the ``categorical`` input's columns.
+    categorical_features: tuple[str, ...]
+    # Vocabulary size including OOV buckets (or bucket count), one per categorical feature.
+    cardinalities: tuple[int, ...]
+    task: str = BINARY
+    num_outputs: int = 1
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"task {self.task!r} is not one of {', '.join(TASKS)}")
+        if len(self.cardinalities) != len(self.categorical_features):
+            raise ValueError("one cardinality per categorical feature is needed")
+        if self.task == MULTICLASS and self.num_outputs < 2:
+            raise ValueError("a multiclass model needs num_outputs >= 2 (the number of classes)")
+        if self.task != MULTICLASS and self.num_outputs != 1:
+            raise ValueError(f"a {self.task} model has num_outputs 1, got {self.num_outputs}")
+
+    def output_shape(self, batch: int) -> tuple[int, ...]:
+        """The shape ``forward`` must return for ``batch`` rows."""
+        return (batch, self.num_outputs) if self.task == MULTICLASS else (batch,)
+
+
+def embedding_dims(cardinalities: tuple[int, ...], max_dim: int) -> tuple[int, ...]:
+    """A common rule of thumb for embedding widths: about 1.6 * cardinality^0.56, capped at ``max_dim``."""
+    return tuple(max(2, min(max_dim, round(1.6 * c**0.56))) for c in cardinalities)

@@ -1,0 +1,88 @@
+"""ResNet for tabular data (Gorishniy et al. 2021, "Revisiting Deep Learning Models for Tabular Data").
+
+The MLP's input (one embedding per categorical feature, concatenated with the dense features) is projected
+to width ``d`` and passed through residual blocks ``x + Dropout(Linear(Dropout(ReLU(Linear(Norm(x))))))``,
+then ``Norm -> ReLU -> Linear`` to the outputs. Every intermediate tensor stays 2-D.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, embedding_dims
+
+Norm = Literal["batchnorm", "layernorm"]
+
+
+def _norm(kind: Norm, width: int) -> nn.Module:
+    if kind == "batchnorm":
+        return nn.BatchNorm1d(width)
+    if kind == "layernorm":
+        return nn.LayerNorm(width)
+    raise ValueError(f"norm {kind!r} is not 'batchnorm' or 'layernorm'")
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, d: int, d_hidden: int, norm: Norm, hidden_dropout: float, residual_dropout: float) -> None:
+        super().__init__()
+        self.norm = _norm(norm, d)
+        self.linear_first = nn.Linear(d, d_hidden)
+        self.hidden_dropout = nn.Dropout(hidden_dropout)
+        self.linear_second = nn.Linear(d_hidden, d)
+        self.residual_dropout = nn.Dropout(residual_dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        z = self.hidden_dropout(torch.relu(self.linear_first(self.norm(x))))
+        return x + self.residual_dropout(self.linear_second(z))
+
+
+class TabularResNet(nn.Module):
+    def __init__(
+        self,
+        spec: ModelSpec,
+        d: int,
+        n_blocks: int,
+        d_hidden_factor: float,
+        norm: Norm,
+        hidden_dropout: float,
+        residual_dropout: float,
+        max_embedding_dim: int,
+    ) -> None:
+        super().__init__()
+        dims = embedding_dims(spec.cardinalities, max_embedding_dim)
+        self.embeddings = nn.ModuleList(
+            nn.Embedding(card, dim) for card, dim in zip(spec.cardinalities, dims, strict=True)
+        )
+        self.first = nn.Linear(len(spec.dense_features) + sum(dims), d)
+        d_hidden = int(d * d_hidden_factor)
+        self.blocks = nn.Sequential(
+            *(ResidualBlock(d, d_hidden, norm, hidden_dropout, residual_dropout) for _ in range(n_blocks))
+        )
+        # The blocks are pre-norm, so their sum is normalized once more before the head.
+        self.head = nn.Sequential(_norm(norm, d), nn.ReLU(), nn.Linear(d, spec.num_outputs))
+        self.squeeze = spec.num_outputs == 1
+
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        # A zero-width input still goes into the concatenation: an unused input would be dropped from the
+        # exported graph, whose consumers expect both (dense, categorical).
+        parts = [dense] + [emb(categorical[:, i]) for i, emb in enumerate(self.embeddings)]
+        if not self.embeddings:
+            parts.append(categorical.to(dense.dtype))
+        out = self.head(self.blocks(self.first(torch.cat(parts, dim=1))))
+        return out.squeeze(1) if self.squeeze else out
+
+
+def build(
+    spec: ModelSpec,
+    d: int = 128,
+    n_blocks: int = 2,
+    d_hidden_factor: float = 2.0,
+    norm: Norm = "batchnorm",
+    hidden_dropout: float = 0.1,
+    residual_dropout: float = 0.0,
+    max_embedding_dim: int = 16,
+) -> TabularResNet:
+    return TabularResNet(spec, d, n_blocks, d_hidden_factor, norm, hidden_dropout, residual_dropout, max_embedding_dim)

@@ -1,0 +1,51 @@
+"""The ``model:`` section: which factory builds the network and with which hyperparameters.
+
+``factory`` is a zoo name (``mlp``, ``resnet``, ``dcn``, ``ft_transformer``), ``package.module:function``
+for a factory in an installed package, or ``path/to/file.py:function`` for a file of the user's. The
+factory is resolved and loaded by :mod:`torchtfx.components.torch_trainer.modeling.factory`; this
+module only parses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pydantic
+
+from torchtfx.data.config.strict import ConfigError, StrictConfig
+
+DEFAULT_MODEL = "mlp"
+
+
+class ModelConfigError(ConfigError):
+    """The model section (factory or its hyperparameters) is malformed or cannot be loaded."""
+
+
+class ModelConfig(StrictConfig):
+    config_error = ModelConfigError
+
+    factory: str = DEFAULT_MODEL
+    hparams: dict[str, Any] = {}
+    # A file factory travels as its source text, so that every process that trains or checks the model
+    # (torchrun workers, PyTorchJob replicas, the Kubeflow Trainer step) loads the code that was named when
+    # the pipeline was built, and so that TFX's cache key changes when the file does. Set by
+    # ``modeling.factory.embed_source``, never by hand.
+    source: str | None = None
+
+    @pydantic.field_validator("factory")
+    @classmethod
+    def _well_formed(cls, factory: str) -> str:
+        factory = factory.strip()
+        if not factory:
+            raise ValueError("model factory is empty; name a zoo model (mlp) or 'module:function'")
+        if ":" not in factory and (factory.endswith(".py") or "." in factory or "/" in factory):
+            raise ValueError(
+                f"model factory {factory!r} names no function; write 'path/to/file.py:build' or 'package.module:build'"
+            )
+        return factory
+
+    def with_overrides(self, factory: str | None, hparams: dict[str, Any]) -> ModelConfig:
+        """``--model`` replaces the factory (and drops the YAML's hparams, which were for another model);
+        ``--model-hparam`` keys override single hyperparameters."""
+        base = self if factory is None or factory == self.factory else ModelConfig(factory=factory)
+        return base.replace(hparams={**base.hparams, **hparams}) if hparams else base

@@ -1,0 +1,48 @@
+"""Which model the Trainer builds: the command line over the Kubeflow/trainer settings over the dataset YAML.
+
+The result is checked before anything runs (import, hyperparameters, output shape on a provisional spec),
+and a file factory is embedded as its source text, so that the compiled spec and every training process
+carry the code the user named.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, provisional_spec
+from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.data.config.model import ModelConfig, ModelConfigError
+
+
+def parse_model_hparams(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs, each value read as YAML (``3``, ``0.1``, ``[64, 32]``, ``true``, ``reglu``)."""
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ModelConfigError(f"--model-hparam {pair!r} is not KEY=VALUE (e.g. --model-hparam dropout=0.2)")
+        try:
+            parsed[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ModelConfigError(f"--model-hparam {pair!r}: the value is not valid YAML ({err})") from None
+    return parsed
+
+
+def choose_model(
+    dataset: DatasetConfig,
+    hparams: TrainerHParams,
+    factory: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    base_dir: Path | None = None,
+) -> TrainerHParams:
+    """``hparams`` with the model resolved, embedded and checked."""
+    # A trainer section that leaves the model at its default defers to the dataset YAML's choice.
+    configured = dataset.model if hparams.model == ModelConfig() else hparams.model
+    model = embed_source(configured.with_overrides(factory, overrides or {}), base_dir)
+    features = tuple(dataset.dense), tuple(dataset.embedded_features)
+    build_model(model, provisional_spec(*features))
+    return hparams.replace(model=model)

@@ -1,0 +1,140 @@
+"""Loading the model a user names: zoo names, installed modules, files outside the repository, and every
+way a factory can be wrong (each a clear error naming the factory, before training)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, load_factory
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.data.config.model import ModelConfig, ModelConfigError
+from torchtfx.pipeline.model_choice import parse_model_hparams
+
+SPEC = ModelSpec(("a", "b"), ("c",), (7,))
+
+USER_MODEL = """
+import torch
+from torch import nn
+
+
+class Tiny(nn.Module):
+    def __init__(self, spec, width):
+        super().__init__()
+        self.emb = nn.Embedding(spec.cardinalities[0], 3)
+        self.out = nn.Linear(len(spec.dense_features) + 3, width)
+
+    def forward(self, dense, categorical):
+        return self.out(torch.cat([dense, self.emb(categorical[:, 0])], dim=1)).sum(dim=1)
+
+    def loss(self, outputs, labels):
+        return ((outputs - labels) ** 2).mean()
+
+
+def build(spec, width=4):
+    return Tiny(spec, width)
+
+
+def not_a_module(spec):
+    return "model"
+
+
+def wrong_shape(spec):
+    return nn.Linear(len(spec.dense_features), 1)  # [batch, 1] and never reads categorical
+
+
+def broken(spec):
+    raise RuntimeError("boom")
+"""
+
+
+@pytest.fixture
+def user_file(tmp_path):
+    path = tmp_path / "x" / "my_model.py"
+    path.parent.mkdir()
+    path.write_text(textwrap.dedent(USER_MODEL))
+    return path
+
+
+def test_a_file_outside_the_repository_is_embedded_and_built(user_file):
+    config = embed_source(ModelConfig(factory=f"{user_file}:build", hparams={"width": 5}))
+    assert config.source == user_file.read_text()
+    user_file.unlink()  # every later process loads the carried source, not the file
+    model = build_model(config, SPEC)
+    assert model.out.out_features == 5 and callable(model.loss)
+    assert model(torch.zeros(4, 2), torch.zeros(4, 1, dtype=torch.int64)).shape == (4,)
+
+
+def test_a_relative_file_path_resolves_against_the_given_folder(user_file):
+    config = embed_source(ModelConfig(factory="x/my_model.py:build"), base_dir=user_file.parent.parent)
+    assert config.factory == f"{user_file.resolve()}:build"
+
+
+def test_zoo_names_and_installed_modules_load_the_same_way():
+    zoo = build_model(ModelConfig(factory="dcn", hparams={"n_cross_layers": 1}), SPEC)
+    installed = build_model(ModelConfig(factory="torchtfx.components.torch_trainer.modeling.zoo.dcn:build"), SPEC)
+    assert type(zoo) is type(installed)
+
+
+@pytest.mark.parametrize(
+    ("factory", "hparams", "message"),
+    [
+        ("not_a_module", {}, r"returned str, not a torch.nn.Module"),
+        ("wrong_shape", {}, r"failed on a batch of 3: forward\(dense float32 \[batch, 2\]"),
+        ("broken", {}, r"raised RuntimeError: boom"),
+        ("build", {"widht": 3}, r"does not accept hparams \['widht'\].*it takes width"),
+        ("missing", {}, r"has no callable 'missing'"),
+    ],
+)
+def test_a_wrong_factory_is_refused_naming_it(user_file, factory, hparams, message):
+    with pytest.raises(ModelConfigError, match=message) as err:
+        build_model(embed_source(ModelConfig(factory=f"{user_file}:{factory}", hparams=hparams)), SPEC)
+    assert "my_model.py" in str(err.value)
+
+
+def test_an_output_of_the_wrong_shape_names_the_shape_expected(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "from torch import nn\nclass M(nn.Module):\n    def forward(self, d, c):\n        return d[:, :1] + c[:, :1]\n"
+        "def build(spec):\n    return M()\n"
+    )
+    with pytest.raises(ModelConfigError, match=r"returned \(3, 1\) torch.float32.*shape \(3,\) \(squeeze"):
+        build_model(ModelConfig(factory=f"{path}:build"), SPEC)
+
+
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        ("no_such_package.models:build", r"could not be imported: ModuleNotFoundError"),
+        ("/nowhere/model.py:build", r"file /nowhere/model.py does not exist"),
+        ("tabnet", r"is not a zoo model \(mlp, resnet, dcn, ft_transformer\)"),
+    ],
+)
+def test_a_factory_that_cannot_be_found_is_refused(factory, message):
+    with pytest.raises(ModelConfigError, match=message):
+        load_factory(ModelConfig(factory=factory))
+
+
+def test_a_factory_without_a_function_is_refused_when_parsed():
+    with pytest.raises(ModelConfigError, match=r"names no function; write 'path/to/file.py:build'"):
+        ModelConfig(factory="my_model.py")
+
+
+def test_a_file_that_fails_to_import_names_the_error(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("import torch\nraise ImportError('needs torch_geometric')\n")
+    with pytest.raises(ModelConfigError, match=r"could not be imported: ImportError: needs torch_geometric"):
+        load_factory(ModelConfig(factory=f"{path}:build"))
+
+
+def test_command_line_overrides():
+    yaml_choice = ModelConfig(factory="mlp", hparams={"dropout": 0.3})
+    assert yaml_choice.with_overrides(None, {"hidden_units": [8]}).hparams == {"dropout": 0.3, "hidden_units": [8]}
+    assert yaml_choice.with_overrides("dcn", {}).hparams == {}  # the YAML's hparams were for another model
+    assert parse_model_hparams(["hidden_units=[64, 32]", "dropout=0.2", "activation=geglu"]) == {
+        "hidden_units": [64, 32], "dropout": 0.2, "activation": "geglu"
+    }  # fmt: skip
+    with pytest.raises(ModelConfigError, match="is not KEY=VALUE"):
+        parse_model_hparams(["dropout"])
