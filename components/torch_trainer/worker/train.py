@@ -32,6 +32,7 @@ from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import loss_for
 from torchtfx.components.torch_trainer.modeling.spec import BINARY
 from torchtfx.components.torch_trainer.worker import publish
+from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, NonFiniteGuard, anomaly_detection
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import roc_auc
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
@@ -147,6 +148,8 @@ class Trainer:
         self.start_epoch, self.best_loss, self.bad_epochs = 0, float("inf"), 0
         self.best_state: dict | None = None
         self.history: list[dict[str, float]] = []
+        self.guard = NonFiniteGuard(ctx.rank, self.amp)
+        self.watch = AnomalyWatch(enabled=False)  # train() opens the real one when hp.detect_anomaly
 
     # -- checkpoints -------------------------------------------------------------------------
     def _checkpoint(self, epoch: int) -> None:
@@ -193,14 +196,18 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             # no_sync: DDP skips its gradient all-reduce; the ranks are brought together by averaging below.
             with self.model.no_sync() if local_sgd else contextlib.nullcontext():
-                with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
-                    loss = self.loss_fn(self.model(dense, categorical).float(), label)
-                self.scaler.scale(loss).backward()
+                with self.watch.locate(epoch + 1, step, self.ctx.rank):
+                    with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
+                        loss = self.loss_fn(self.model(dense, categorical).float(), label)
+                    self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.hp.grad_clip_norm)
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.hp.grad_clip_norm)
+            scale = self.scaler.get_scale() if self.amp else 1.0
             self.scaler.step(self.optimizer)
             self.scaler.update()
             self.schedule.step()
+            skipped = self.amp and self.scaler.get_scale() < scale  # GradScaler skipped this step
+            self.guard.after_step(epoch + 1, step, loss, grad_norm, skipped)
             if local_sgd and step % self.hp.sync_every == 0:
                 average_parameters(self.model.parameters(), None)
             total += torch.stack([loss.detach().double() * len(label), torch.tensor(len(label), device=total.device)])
@@ -228,6 +235,10 @@ class Trainer:
     # -- the loop ----------------------------------------------------------------------------
     def train(self) -> TrainingRun:
         """Train with early stopping on eval loss."""
+        with anomaly_detection(self.model.module, self.hp.detect_anomaly) as self.watch:
+            return self._train_epochs()
+
+    def _train_epochs(self) -> TrainingRun:
         seen, started = 0, time.perf_counter()
         epoch = self.start_epoch - 1
         for epoch in range(self.start_epoch, self.hp.epochs):

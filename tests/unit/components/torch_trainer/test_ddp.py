@@ -119,3 +119,46 @@ def test_hyperparameters_are_validated_before_any_work():
     with pytest.raises(HParamsError, match="unknown key lr; allowed keys here: batch_size, "):
         TrainerHParams.parse({"lr": 1})
     assert np.isclose(TrainerHParams.from_json(TrainerHParams().to_json()).learning_rate, 3e-3)
+
+
+DIVERGING_MODEL = """
+import torch
+from torch import nn
+
+
+class Diverging(nn.Module):
+    '''Finite for two steps, then sqrt of a negative number: NaN in forward, as research code produces.'''
+
+    def __init__(self, spec):
+        super().__init__()
+        self.lin = nn.Linear(len(spec.dense_features), 1)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, dense, categorical):
+        if self.training:
+            self.calls += 1
+        shift = -1.0 if self.calls > 2 else 1.0
+        return torch.sqrt(self.lin(dense).squeeze(1) ** 2 + shift) + 0 * categorical[:, 0]
+
+
+def build(spec):
+    return Diverging(spec)
+"""
+
+
+@pytest.mark.parametrize("detect_anomaly", [False, True])
+def test_a_diverging_model_stops_naming_epoch_step_and_rank(tmp_path, tiny_taxi, detect_anomaly):
+    """Real torchrun workers: a NaN loss stops training at once (it would otherwise train on at NaN); with
+    --detect-anomaly the message also names where the NaN appeared."""
+    path = tmp_path / "diverging.py"
+    path.write_text(DIVERGING_MODEL)
+    model = {"factory": f"{path}:build", "source": DIVERGING_MODEL}
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi, model=model, detect_anomaly=detect_anomaly)
+    with pytest.raises(TrainingFailedError):
+        launch(job, tmp_path / "job.json", tmp_path / "train.log")
+    log = (tmp_path / "train.log").read_text()
+    assert "Training diverged at epoch 1, step 3 on rank" in log
+    if detect_anomaly:
+        assert "SqrtBackward0" in log or "first submodule with a non-finite forward output" in log
+    else:
+        assert "non-finite loss=nan" in log and "--detect-anomaly" in log
