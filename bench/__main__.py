@@ -1,6 +1,7 @@
 """``python -m bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
-the same command. Results go to ``bench/results/<name>.json``; ``bench/results/README.md`` and the plots
-are rebuilt from every JSON file there."""
+the same command, and ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC).
+Results go to ``bench/results/<name>.json``; ``bench/results/README.md`` and the plots are rebuilt from
+every JSON file there."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp")
+BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo")
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    from bench import scale_bench, trainer_bench
+    from bench import scale_bench, trainer_bench, zoo_bench
     from torchtfx.data.config.dataset import load_dataset_config
 
     taxi = load_dataset_config("taxi")
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
             args.trainer_epochs,
         ),
+        "zoo": lambda: zoo_bench.zoo(work, args.beam_workers),
     }  # fmt: skip
     for name in BENCHMARKS:
         if name in args.only:

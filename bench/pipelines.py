@@ -63,7 +63,16 @@ def beam_args(beam_workers: int, dataset: DatasetConfig, root: Path) -> list[str
     return LocalSettings(dataset=dataset, pipeline_root=root, beam_workers=beam_workers).beam_args()
 
 
-def run_ours(root: Path, data_dir: Path, dataset: str, beam_workers: int, extra: list[str] = ()) -> PipelineRun:
+def run_ours(
+    root: Path,
+    data_dir: Path,
+    dataset: str,
+    beam_workers: int,
+    extra: list[str] = (),
+    log: Path | None = None,
+    accept: tuple[int, ...] = (0,),
+) -> PipelineRun:
+    """``torchtfx run``; ``accept``: exit codes that count as a finished run (e.g. also "rejected by a gate")."""
     command = [
         str(Path(sys.executable).with_name("torchtfx")), "run",
         "--dataset", dataset,
@@ -72,8 +81,9 @@ def run_ours(root: Path, data_dir: Path, dataset: str, beam_workers: int, extra:
         "--beam-workers", str(beam_workers),
         *extra,
     ]  # fmt: skip
-    process = run_measured(command, root.parent / f"{root.name}.log")
-    require_success(process, f"torchtfx run ({root})")
+    process = run_measured(command, log or root.parent / f"{root.name}.log")
+    if process.returncode not in accept:
+        require_success(process, f"torchtfx run ({root})")
     return PipelineRun.measured("torchtfx", root, process)
 
 

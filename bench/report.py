@@ -170,6 +170,42 @@ def _scale_section(r: dict) -> list[str]:
     return [*lines, "", "![scale stages](scale_stages.png)", ""]
 
 
+def _zoo_section(r: dict) -> list[str]:
+    batches = [str(b) for b in r["batch_sizes"]]
+    lines = [
+        "## 6. Model zoo (taxi, one pipeline run per model)",
+        "",
+        "Median ms per call, converted network / onnxruntime / PyTorch eager, on transformed eval rows, "
+        f"{r['threads']} threads each; ratio = converted / onnxruntime.",
+        "",
+        "| model | strategy | repairs | conversion (s) | parity max abs diff | "
+        + " | ".join(f"ms at {b} (ratio)" for b in batches)
+        + " | AUC (TFMA) | AUC (PyTorch) |",
+        "|---|---|---|---:|---:|" + "---:|" * len(batches) + "---:|---:|",
+    ]
+    for m in r["models"]:
+        if "error" in m:
+            error = " ".join(m["error"][-160:].replace("|", "/").split())
+            lines.append(f"| {m['model']} | failed: {error} |")
+            continue
+        times = [
+            " / ".join(f"{m['latency'][n][b]['median_ms']:.3f}" for n in r["runtimes"])
+            + f" ({m['converted_vs_onnxruntime'][b]:.2f})"
+            for b in batches
+        ]
+        lines.append(
+            f"| {m['model']} | {m['strategy']} | {', '.join(m['repairs']) or 'none'} | "
+            f"{m['conversion_seconds']:.2f} | {m['parity_max_abs_diff']:.2e} | "
+            + " | ".join(times)
+            + f" | {_num(m.get('tfma_auc'))} | {_num(m.get('torch_eval_auc'))} |"
+        )
+    return [*lines, "", f"AUC: {r['auc_source']}.", ""]
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
+
+
 def _process_label(name: str) -> str:
     """``pid command`` -> a short role name."""
     if "sdk_worker_main" in name:
@@ -262,6 +298,8 @@ def write_report(out: Path) -> Path:
         lines += _serving_section(results["serving"])
     if "scale" in results:
         lines += _scale_section(results["scale"])
+    if "zoo" in results:
+        lines += _zoo_section(results["zoo"])
     _plots(results, out)
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")

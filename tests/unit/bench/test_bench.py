@@ -116,3 +116,48 @@ def test_input_path_bench_trains_in_process_from_arrays_and_from_memory(tmp_path
     from_memory = _train_in_process(job, in_memory)
     assert [h["epoch"] for h in from_files] == [h["epoch"] for h in from_memory] == [1, 2]
     assert from_files[-1]["eval_loss"] == pytest.approx(from_memory[-1]["eval_loss"], rel=1e-6)
+
+
+def _latency(converted: float, ort: float, torch: float) -> dict:
+    return {
+        name: {batch: {"median_ms": ms * scale, "p90_ms": ms * scale, "calls": 20} for batch, scale in
+               (("1", 1), ("32", 2), ("1024", 10))}
+        for name, ms in (("converted_network", converted), ("onnxruntime", ort), ("torch", torch))
+    }  # fmt: skip
+
+
+def test_zoo_ratio_is_converted_over_onnxruntime_per_batch():
+    from bench.zoo_bench import converted_vs_onnxruntime
+
+    ratios = converted_vs_onnxruntime(_latency(0.6, 0.2, 0.4))
+    assert ratios == pytest.approx({"1": 3.0, "32": 3.0, "1024": 3.0})
+
+
+def test_zoo_row_joins_the_run_record_and_the_measurements(tmp_path):
+    from bench.pipelines import PipelineRun
+    from bench.zoo_bench import ZooRun, zoo_row
+
+    run = PipelineRun("torchtfx", tmp_path, 61.5, 1.2, {"TorchTrainer": 30.0})
+    zoo_run = ZooRun("dcn", run, tmp_path / "model" / "7", True, "/serving/1", 0.9391, 0.9402, "translator", 2e-7)
+    row = zoo_row(zoo_run, {"strategy": "translator", "parity_max_abs_diff": 3e-7})
+    assert row["model"] == "dcn" and row["pushed"] and row["blessed"]
+    assert row["wall_seconds"] == 61.5 and row["stages"] == {"TorchTrainer": 30.0}
+    assert (row["tfma_auc"], row["torch_eval_auc"]) == (0.9402, 0.9391)
+    assert row["model_uri"] == str(tmp_path / "model" / "7") and row["parity_max_abs_diff"] == 3e-7
+
+
+def test_report_renders_the_zoo_table_and_a_failed_model(tmp_path):
+    from bench.zoo_bench import RUNTIMES, converted_vs_onnxruntime
+
+    latency = _latency(0.6, 0.2, 0.4)
+    ok = {"model": "mlp", "strategy": "translator", "repairs": ["erf_gelu"], "conversion_seconds": 0.12,
+          "parity_max_abs_diff": 2.5e-7, "latency": latency, "tfma_auc": 0.9381, "torch_eval_auc": None,
+          "converted_vs_onnxruntime": converted_vs_onnxruntime(latency)}  # fmt: skip
+    failed = {"model": "ft_transformer", "error": "parity gate failed | max 0.3\nlog x"}
+    zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
+           "models": [ok, failed]}  # fmt: skip
+    (tmp_path / "zoo.json").write_text(json.dumps(zoo))
+    text = write_report(tmp_path).read_text()
+    assert "| mlp | translator | erf_gelu | 0.12 | 2.50e-07 | 0.600 / 0.200 / 0.400 (3.00) |" in text
+    assert "| 6.000 / 2.000 / 4.000 (3.00) | 0.9381 | n/a |" in text
+    assert "| ft_transformer | failed: parity gate failed / max 0.3 log x |" in text
