@@ -32,6 +32,11 @@ def parse_model_hparams(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
     return parsed
 
 
+def configured_model(dataset: DatasetConfig, hparams: TrainerHParams) -> ModelConfig:
+    """The trainer section's model; one left at the default defers to the dataset YAML's choice."""
+    return dataset.model if hparams.model == ModelConfig() else hparams.model
+
+
 def choose_model(
     dataset: DatasetConfig,
     hparams: TrainerHParams,
@@ -40,9 +45,7 @@ def choose_model(
     base_dir: Path | None = None,
 ) -> TrainerHParams:
     """``hparams`` with the model resolved, embedded and checked."""
-    # A trainer section that leaves the model at its default defers to the dataset YAML's choice.
-    configured = dataset.model if hparams.model == ModelConfig() else hparams.model
-    model = embed_source(configured.with_overrides(factory, overrides or {}), base_dir)
+    model = embed_source(configured_model(dataset, hparams).with_overrides(factory, overrides or {}), base_dir)
     features = tuple(dataset.dense), tuple(dataset.embedded_features)
     build_model(model, provisional_spec(*features))
     return hparams.replace(model=model)

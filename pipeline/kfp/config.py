@@ -239,11 +239,10 @@ def with_model(settings: KubeflowSettings, factory: str | None, hparam_pairs: tu
     if factory is None and not hparam_pairs:
         return settings
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.config.model import ModelConfig
-    from torchtfx.pipeline.model_choice import parse_model_hparams
+    from torchtfx.pipeline.model_choice import configured_model, parse_model_hparams
 
     hparams = settings.trainer.hyperparameters
-    base = hparams.model if hparams.model != ModelConfig() else load_dataset_config(settings.dataset).model
+    base = configured_model(load_dataset_config(settings.dataset), hparams)
     model = base.with_overrides(factory, parse_model_hparams(hparam_pairs))
     trainer = settings.trainer.replace(hyperparameters=hparams.replace(model=model))
     return settings.replace(trainer=trainer)

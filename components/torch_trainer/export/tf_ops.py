@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-from onnx import helper
+from onnx import helper, numpy_helper
 
 Handler = Callable[["Node", list], list]
 OPS: dict[str, Handler] = {}
@@ -356,8 +356,6 @@ def _range(node, x):
 
 @op("ConstantOfShape")
 def _constant_of_shape(node, x):
-    from onnx import numpy_helper
-
     value = node.attr("value")
     fill = numpy_helper.to_array(value).reshape(-1)[0] if value is not None else np.float32(0)
     return [tf.fill(tf.cast(x[0], tf.int64), tf.constant(fill))]
@@ -365,8 +363,6 @@ def _constant_of_shape(node, x):
 
 @op("Constant")
 def _constant(node, x):
-    from onnx import numpy_helper
-
     if "value" in node.attrs:
         return [tf.constant(numpy_helper.to_array(node.proto.attribute[0].t))]
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, TASKS
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -38,7 +38,7 @@ class ExportHead(nn.Module):
 
     def __init__(self, model: nn.Module, task: str) -> None:
         super().__init__()
-        if task not in (BINARY, MULTICLASS, REGRESSION):
+        if task not in TASKS:
             raise ValueError(f"unknown task {task!r}")
         self.model, self.task = model, task
 

@@ -235,8 +235,3 @@ def anomaly_detection(model: nn.Module, enabled: bool) -> Iterator[AnomalyWatch]
             stack.callback(module.register_forward_hook(functools.partial(watch._observe, name)).remove)
         logger.warning("Anomaly detection on: autograd anomaly mode and forward hooks (slow; for debugging)")
         yield watch
-
-
-def locate(epoch: int, step: int, rank: int, watch: AnomalyWatch) -> contextlib.AbstractContextManager[None]:
-    """``watch.locate(epoch, step, rank)``, as a function."""
-    return watch.locate(epoch, step, rank)

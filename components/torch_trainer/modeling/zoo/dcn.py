@@ -15,7 +15,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, embedding_dims
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.modeling.zoo.inputs import embed_and_concat, embedding_tables
 
 Structure = Literal["stacked", "parallel"]
 
@@ -51,11 +52,7 @@ class DCNv2(nn.Module):
         super().__init__()
         if structure not in ("stacked", "parallel"):
             raise ValueError(f"structure {structure!r} is not 'stacked' or 'parallel'")
-        dims = embedding_dims(spec.cardinalities, max_embedding_dim)
-        self.embeddings = nn.ModuleList(
-            nn.Embedding(card, dim) for card, dim in zip(spec.cardinalities, dims, strict=True)
-        )
-        width = len(spec.dense_features) + sum(dims)
+        self.embeddings, width = embedding_tables(spec, max_embedding_dim)
         self.cross = nn.ModuleList(CrossLayer(width) for _ in range(n_cross_layers))
         # Stacked and parallel both feed the deep network an input of the cross network's width.
         self.deep, deep_width = _mlp(width, hidden_units, dropout)
@@ -64,12 +61,7 @@ class DCNv2(nn.Module):
         self.squeeze = spec.num_outputs == 1
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
-        # A zero-width input still goes into the concatenation: an unused input would be dropped from the
-        # exported graph, whose consumers expect both (dense, categorical).
-        parts = [dense] + [emb(categorical[:, i]) for i, emb in enumerate(self.embeddings)]
-        if not self.embeddings:
-            parts.append(categorical.to(dense.dtype))
-        x0 = torch.cat(parts, dim=1)
+        x0 = embed_and_concat(self.embeddings, dense, categorical)
         x = x0
         for layer in self.cross:
             x = layer(x0, x)

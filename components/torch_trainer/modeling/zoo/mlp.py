@@ -11,17 +11,14 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, embedding_dims
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.modeling.zoo.inputs import embed_and_concat, embedding_tables
 
 
 class TabularMLP(nn.Module):
     def __init__(self, spec: ModelSpec, hidden_units: Sequence[int], dropout: float, max_embedding_dim: int) -> None:
         super().__init__()
-        dims = embedding_dims(spec.cardinalities, max_embedding_dim)
-        self.embeddings = nn.ModuleList(
-            nn.Embedding(card, dim) for card, dim in zip(spec.cardinalities, dims, strict=True)
-        )
-        width = len(spec.dense_features) + sum(dims)
+        self.embeddings, width = embedding_tables(spec, max_embedding_dim)
         layers: list[nn.Module] = []
         for units in hidden_units:
             layers += [nn.Linear(width, units), nn.ReLU(), nn.Dropout(dropout)]
@@ -31,10 +28,7 @@ class TabularMLP(nn.Module):
         self.squeeze = spec.num_outputs == 1
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
-        parts = [dense] + [emb(categorical[:, i]) for i, emb in enumerate(self.embeddings)]
-        if not self.embeddings:  # keep the input in the exported graph: serving always feeds both
-            parts.append(categorical[:, :0].to(dense.dtype))
-        out = self.mlp(torch.cat(parts, dim=1))
+        out = self.mlp(embed_and_concat(self.embeddings, dense, categorical))
         return out.squeeze(1) if self.squeeze else out
 
 

@@ -12,7 +12,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, embedding_dims
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.modeling.zoo.inputs import embed_and_concat, embedding_tables
 
 Norm = Literal["batchnorm", "layernorm"]
 
@@ -52,11 +53,8 @@ class TabularResNet(nn.Module):
         max_embedding_dim: int,
     ) -> None:
         super().__init__()
-        dims = embedding_dims(spec.cardinalities, max_embedding_dim)
-        self.embeddings = nn.ModuleList(
-            nn.Embedding(card, dim) for card, dim in zip(spec.cardinalities, dims, strict=True)
-        )
-        self.first = nn.Linear(len(spec.dense_features) + sum(dims), d)
+        self.embeddings, width = embedding_tables(spec, max_embedding_dim)
+        self.first = nn.Linear(width, d)
         d_hidden = int(d * d_hidden_factor)
         self.blocks = nn.Sequential(
             *(ResidualBlock(d, d_hidden, norm, hidden_dropout, residual_dropout) for _ in range(n_blocks))
@@ -66,12 +64,7 @@ class TabularResNet(nn.Module):
         self.squeeze = spec.num_outputs == 1
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
-        # A zero-width input still goes into the concatenation: an unused input would be dropped from the
-        # exported graph, whose consumers expect both (dense, categorical).
-        parts = [dense] + [emb(categorical[:, i]) for i, emb in enumerate(self.embeddings)]
-        if not self.embeddings:
-            parts.append(categorical.to(dense.dtype))
-        out = self.head(self.blocks(self.first(torch.cat(parts, dim=1))))
+        out = self.head(self.blocks(self.first(embed_and_concat(self.embeddings, dense, categorical))))
         return out.squeeze(1) if self.squeeze else out
 
 

@@ -14,7 +14,6 @@ from torchtfx.components.torch_trainer.worker.diagnostics import (
     NonFiniteGuard,
     TrainingDiverged,
     anomaly_detection,
-    locate,
 )
 
 NAN, INF = torch.tensor(float("nan")), torch.tensor(float("inf"))
@@ -160,7 +159,7 @@ def test_anomaly_detection_removes_its_hooks_and_restores_anomaly_mode():
         assert torch.is_anomaly_enabled()
         assert all(len(m._forward_hooks) == 1 for m in model.modules())
     with pytest.raises(TrainingDiverged), anomaly_detection(model, enabled=True) as watch:
-        with locate(1, 1, 0, watch):
+        with watch.locate(1, 1, 0):
             model(torch.ones(1, 3)).sum().backward()
     assert not torch.is_anomaly_enabled()
     assert all(not m._forward_hooks for m in model.modules())
