@@ -11,12 +11,21 @@ import dataclasses
 import json
 import math
 
-from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, REGRESSION, ModelSpec
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 
 DENSE_INPUT = "dense"
 CATEGORICAL_INPUT = "categorical"
+# The serving signature's outputs: binary {probabilities [batch]}; multiclass {probabilities [batch, K],
+# classes [batch, K] (class strings, column k names probabilities[:, k])}; regression {predictions [batch]}.
 PROBABILITIES_OUTPUT = "probabilities"
+CLASSES_OUTPUT = "classes"
+PREDICTIONS_OUTPUT = "predictions"
+
+
+def prediction_output(task: str) -> str:
+    """The output TFMA scores, the ONNX graph's output name, and what the drift and parity gates compare."""
+    return PREDICTIONS_OUTPUT if task == REGRESSION else PROBABILITIES_OUTPUT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,9 @@ import pydantic
 
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
+from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
+from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DATASETS_DIR = PROJECT_ROOT / "data" / "datasets"
@@ -34,10 +36,16 @@ class _DatasetSection(StrictConfig):
 
 
 class LabelRule(_DatasetSection):
-    """How the binary label is derived from raw columns.
+    """How the label is derived from raw columns; which fields apply depends on the dataset's ``task``.
 
-    ``column <op> threshold`` (times ``relative_to`` when set), or ``column in positive_values``.
-    Rows whose ``column`` (or ``relative_to``) is missing get label 0.
+    - binary: ``column <op> threshold`` (times ``relative_to`` when set), or ``column in positive_values``.
+      Rows whose ``column`` (or ``relative_to``) is missing get label 0.
+    - multiclass: the ``num_classes`` most frequent values of the categorical ``column`` in the analyzed
+      (train) data are the classes, ids in TFT's vocabulary order. There is no OOV class: a row whose
+      label is missing or not one of the classes is refused (weight 0: neither trained nor evaluated).
+    - regression: the numeric ``column``, trained on ``log1p(column)`` when ``log1p`` is set (predictions
+      are served and evaluated in the column's own units). Rows with a missing or non-finite target, or a
+      negative one under ``log1p``, are refused.
     """
 
     model_config = pydantic.ConfigDict(coerce_numbers_to_str=True)  # positive_values: [1, 2] means "1", "2"
@@ -48,6 +56,8 @@ class LabelRule(_DatasetSection):
     threshold: float = 0.0
     relative_to: str | None = None
     positive_values: tuple[str, ...] = ()
+    num_classes: int | None = pydantic.Field(None, ge=2)
+    log1p: bool = False
 
     _known_op = one_of("op", LABEL_OPS, "label op")
 
@@ -58,6 +68,21 @@ class LabelRule(_DatasetSection):
         if self.op == "in" and self.relative_to:
             raise ValueError("label op 'in' cannot be combined with 'relative_to'")
         return self
+
+    def problems_for(self, task: str) -> list[str]:
+        """Fields that do not apply to ``task`` (compared with their defaults, so a JSON round trip passes)."""
+        binary_only = {"op": "greater", "threshold": 0.0, "relative_to": None, "positive_values": ()}
+        applies = {
+            BINARY: set(binary_only),
+            MULTICLASS: {"num_classes"},
+            REGRESSION: {"log1p"},
+        }[task]
+        defaults = {**binary_only, "num_classes": None, "log1p": False}
+        stray = [k for k, default in defaults.items() if k not in applies and getattr(self, k) != default]
+        problems = [f"label.{k} does not apply to a {task} task" for k in stray]
+        if task == MULTICLASS and self.num_classes is None:
+            problems.append("a multiclass label needs 'num_classes' (how many of the column's values are classes)")
+        return problems
 
     @property
     def raw_columns(self) -> tuple[str, ...]:
@@ -78,6 +103,7 @@ class DatasetConfig(_DatasetSection):
 
     name: str
     schema_path: Path
+    task: str = BINARY
     dense: tuple[str, ...]
     categorical: tuple[str, ...]
     bucketized: dict[str, int]
@@ -93,8 +119,11 @@ class DatasetConfig(_DatasetSection):
     # The YAML's model choice, a default for the Trainer's hyperparameters. Left out of the JSON that
     # Transform and the other components receive: a new model must not invalidate Transform's cache.
     model: ModelConfig = pydantic.Field(ModelConfig(), exclude=True)
+    # The YAML's serving precision, a default for the Trainer's; left out of the JSON for the same reason.
+    serving: ServingConfig = pydantic.Field(ServingConfig(), exclude=True)
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
+    _known_task = one_of("task", TASKS, "task")
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> DatasetConfig:
@@ -114,6 +143,7 @@ class DatasetConfig(_DatasetSection):
             unknown = [k for k in slice_keys if k not in names]
             if unknown:
                 problems.append(f"slice {list(slice_keys)} names unknown features {unknown}")
+        problems += self.label.problems_for(self.task) + self.gates.problems_for(self.task)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -132,7 +162,25 @@ class DatasetConfig(_DatasetSection):
 
     @property
     def label_key(self) -> str:
+        """The training target: a 0/1 label, a class id, or the (log1p of the) regression target."""
         return transformed_name(self.label.name)
+
+    @property
+    def label_weight_key(self) -> str | None:
+        """1.0 for rows with a usable label, 0.0 for refused ones (multiclass and regression; None for binary)."""
+        return None if self.task == BINARY else transformed_name(self.label.name + "_weight")
+
+    @property
+    def eval_label_key(self) -> str:
+        """What TFMA compares predictions with: the target in the units the model serves."""
+        if self.task == REGRESSION and self.label.log1p:
+            return transformed_name(self.label.name + "_original")
+        return self.label_key
+
+    @property
+    def label_vocabulary(self) -> str | None:
+        """The TFT vocabulary file of a multiclass label's classes."""
+        return f"label_{self.label.name}" if self.task == MULTICLASS else None
 
 
 def transformed_name(key: str) -> str:
@@ -181,6 +229,7 @@ class DatasetFile(_DatasetSection):
     """The dataset YAML as written; :func:`load_dataset_config` resolves it into a :class:`DatasetConfig`."""
 
     name: str
+    task: str = BINARY  # binary, multiclass or regression: decides the label rule, loss, outputs and gates
     schema_file: Path | None = pydantic.Field(None, alias="schema")  # default schema/<name>/schema.pbtxt
     features: _Features = _Features()
     vocabulary: _Vocabulary = _Vocabulary()
@@ -191,6 +240,7 @@ class DatasetFile(_DatasetSection):
     source: _Source = _Source()
     gates: GateConfig = GateConfig()
     model: ModelConfig = ModelConfig()  # factory + hparams; --model / --model-hparam override it
+    serving: ServingConfig = ServingConfig()  # precision + drift limits; --serving-precision overrides it
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
@@ -213,6 +263,7 @@ class DatasetFile(_DatasetSection):
         features = self.features
         return DatasetConfig(
             name=self.name,
+            task=self.task,
             schema_path=self.schema_file or PROJECT_ROOT / "schema" / self.name / "schema.pbtxt",
             dense=features.dense,
             categorical=features.categorical,
@@ -227,6 +278,7 @@ class DatasetFile(_DatasetSection):
             source_path=self.source.path,
             gates=self.gates,
             model=self.model,
+            serving=self.serving,
         )
 
 

@@ -71,6 +71,10 @@ class GateConfig(StrictConfig):
             raise ValueError(f"value_floors above value_ceilings for {', '.join(sorted(crossed))}: no model can pass")
         return self
 
+    def problems_for(self, task: str) -> list[str]:
+        """Gates set that do not apply to ``task`` (filled in per task by the TFMA work)."""
+        return []
+
     def with_overrides(self, **overrides: Any) -> GateConfig:
         """The gates with the command line's overrides (``None``: not given, keep the config's value)."""
         given = {k: v for k, v in overrides.items() if v is not None}

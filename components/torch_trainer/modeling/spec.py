@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-BINARY = "binary"
-MULTICLASS = "multiclass"
-REGRESSION = "regression"
-TASKS = (BINARY, MULTICLASS, REGRESSION)
+from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
+
+__all__ = ["BINARY", "MULTICLASS", "REGRESSION", "TASKS", "ModelSpec", "embedding_dims"]
 
 
 @dataclasses.dataclass(frozen=True)

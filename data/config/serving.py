@@ -1,0 +1,50 @@
+"""The ``serving:`` section: the precision the served network runs in, and the drift gate that guards it.
+
+FP16 (TF-TRT on GPUs, a float16 network elsewhere) can change predictions: rounding in one layer moves a
+score across the decision threshold or swaps the top class. A reduced-precision variant is measured
+against the FP32 model on the whole eval split and served only when every figure stays within its limit;
+otherwise the FP32 model is served and the figures say why.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pydantic
+
+from torchtfx.data.config.strict import ConfigError, StrictConfig
+
+PRECISIONS = ("fp32", "fp16")
+
+
+class ServingConfigError(ConfigError):
+    """The serving section is malformed."""
+
+
+class DriftLimits(StrictConfig):
+    """How far the reduced-precision variant may drift from FP32 on the eval split."""
+
+    config_error = ServingConfigError
+
+    max_abs_diff: pydantic.NonNegativeFloat = 0.01  # max |p_fp16 - p_fp32| (probabilities or predictions)
+    max_flip_rate: pydantic.NonNegativeFloat = 0.001  # binary: share of decisions that flip at the threshold
+    max_top1_change_rate: pydantic.NonNegativeFloat = 0.001  # multiclass: share of rows whose top class changes
+    # regression: max |y_fp16 - y_fp32| / max(|y_fp32|, mean |y_fp32|); the floor keeps near-zero
+    # predictions from dominating
+    max_relative_error: pydantic.NonNegativeFloat = 0.01
+    decision_threshold: float = pydantic.Field(0.5, gt=0.0, lt=1.0)  # binary decisions: p >= threshold
+
+
+class ServingConfig(StrictConfig):
+    config_error = ServingConfigError
+
+    precision: Literal["fp32", "fp16"] = "fp32"  # fp32: the safe default; fp16 only behind the drift gate
+    drift_limits: DriftLimits = DriftLimits()
+
+    def with_overrides(self, precision: str | None = None, **limits: Any) -> ServingConfig:
+        """``--serving-precision`` (``None``: keep the config's)."""
+        given = {k: v for k, v in limits.items() if v is not None}
+        changes: dict[str, Any] = {"precision": precision} if precision else {}
+        if given:
+            changes["drift_limits"] = self.drift_limits.replace(**given)
+        return self.replace(**changes) if changes else self
