@@ -90,7 +90,7 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     options.intra_op_num_threads = threads
     session = ort.InferenceSession(str(export_dir / contracts.ONNX_FILE), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    torch_net = ExportHead(load_torch_model(export_dir, layout, hparams), layout.model_spec().task).eval()
+    torch_net = ExportHead.for_layout(load_torch_model(export_dir, layout, hparams), layout).eval()
 
     def torch_call(d, c):
         with torch.inference_mode():

@@ -99,7 +99,7 @@ def _runtimes(
     onnx_file = str(export_dir / contracts.ONNX_FILE)
     session = ort.InferenceSession(onnx_file, options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]  # (dense, categorical), the export's input order
-    torch_net = ExportHead(load_torch_model(export_dir, layout, hparams), layout.model_spec().task).eval()
+    torch_net = ExportHead.for_layout(load_torch_model(export_dir, layout, hparams), layout).eval()
 
     def torch_call(d: np.ndarray, c: np.ndarray) -> object:
         with torch.inference_mode():

@@ -16,6 +16,8 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, provisional_spec
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
+from torchtfx.data.config.serving import ServingConfig
+from torchtfx.data.config.task import MULTICLASS
 
 
 def parse_model_hparams(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -37,15 +39,23 @@ def configured_model(dataset: DatasetConfig, hparams: TrainerHParams) -> ModelCo
     return dataset.model if hparams.model == ModelConfig() else hparams.model
 
 
+def configured_serving(dataset: DatasetConfig, hparams: TrainerHParams) -> ServingConfig:
+    """The trainer section's serving precision; one left at the default defers to the dataset YAML's."""
+    return dataset.serving if hparams.serving == ServingConfig() else hparams.serving
+
+
 def choose_model(
     dataset: DatasetConfig,
     hparams: TrainerHParams,
     factory: str | None = None,
     overrides: dict[str, Any] | None = None,
     base_dir: Path | None = None,
+    serving_precision: str | None = None,
 ) -> TrainerHParams:
-    """``hparams`` with the model resolved, embedded and checked."""
+    """``hparams`` with the model resolved, embedded and checked (for the dataset's task), and the serving
+    precision resolved: the command line over the trainer section over the dataset YAML."""
     model = embed_source(configured_model(dataset, hparams).with_overrides(factory, overrides or {}), base_dir)
-    features = tuple(dataset.dense), tuple(dataset.embedded_features)
-    build_model(model, provisional_spec(*features))
-    return hparams.replace(model=model)
+    classes = dataset.label.num_classes if dataset.task == MULTICLASS else 1
+    build_model(model, provisional_spec(tuple(dataset.dense), tuple(dataset.embedded_features), dataset.task, classes))
+    serving = configured_serving(dataset, hparams).with_overrides(serving_precision)
+    return hparams.replace(model=model, serving=serving)

@@ -15,6 +15,7 @@ import tensorflow_transform as tft
 
 from torchtfx.components.shared.contracts import DATASET_CONFIG_KEY
 from torchtfx.data.config.dataset import DatasetConfig, LabelRule, transformed_name
+from torchtfx.data.config.task import BINARY, MULTICLASS
 
 
 def _to_dense(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tensor:
@@ -78,7 +79,7 @@ def categorical_feature(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tens
     return _to_dense(x, default)
 
 
-def label_fn(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
+def binary_label(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
     """int64 [batch] in {0, 1}; rows whose label inputs are missing get 0."""
     if rule.op == "in":
         raw = categorical_feature(inputs[rule.column], None)
@@ -102,6 +103,47 @@ def label_fn(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
     return tf.where(missing, tf.zeros_like(value, tf.int64), tf.cast(compare(value, threshold), tf.int64))
 
 
+def multiclass_label(inputs: dict[str, Any], cfg: DatasetConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """(class id int64 [batch], weight float32 [batch]): the ``num_classes`` most frequent values are the
+    classes, in TFT's vocabulary order. No OOV bucket: a missing or unknown value is refused (id 0, weight 0),
+    so it can neither be learnt as a class nor counted by TFMA."""
+    raw = categorical_feature(inputs[cfg.label.column], "")
+    if raw.dtype != tf.string:
+        raw = tf.strings.as_string(raw)
+    present = tf.not_equal(raw, "")
+    vocabulary = tft.vocabulary(
+        tf.boolean_mask(raw, present), top_k=cfg.label.num_classes, vocab_filename=cfg.label_vocabulary,
+        name=f"label_vocabulary_{cfg.label.name}",
+    )  # fmt: skip
+    ids = tft.apply_vocabulary(raw, vocabulary, default_value=-1)
+    known = tf.logical_and(present, ids >= 0)
+    return tf.where(known, ids, tf.zeros_like(ids)), tf.cast(known, tf.float32)
+
+
+def regression_target(inputs: dict[str, Any], rule: LabelRule) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(training target, target in the column's units, weight), float32 [batch]. The training target is
+    ``log1p(y)`` under ``log1p``; missing or non-finite targets (and negative ones under log1p) are refused:
+    weight 0 and target 0, which keeps every tensor finite for the loss and TFMA."""
+    value = numeric_feature(inputs[rule.column], float("nan"))
+    usable = tf.math.is_finite(value)
+    if rule.log1p:
+        usable = tf.logical_and(usable, value >= 0)
+    value = tf.where(usable, value, tf.zeros_like(value))
+    target = tf.math.log1p(value) if rule.log1p else value
+    return target, value, tf.cast(usable, tf.float32)
+
+
+def label_outputs(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor]:
+    """The label (and, for multiclass and regression, its weight and the target in serving units)."""
+    if cfg.task == BINARY:
+        return {cfg.label_key: binary_label(inputs, cfg.label)}
+    if cfg.task == MULTICLASS:
+        ids, weight = multiclass_label(inputs, cfg)
+        return {cfg.label_key: ids, cfg.label_weight_key: weight}
+    target, original, weight = regression_target(inputs, cfg.label)
+    return {cfg.label_key: target, cfg.eval_label_key: original, cfg.label_weight_key: weight}
+
+
 def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor]:
     """The feature transformations of one dataset (pure TFT; no TFX glue)."""
     outputs: dict[str, tf.Tensor] = {}
@@ -119,7 +161,7 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
         outputs[transformed_name(key)] = bucketized(
             inputs[key], cfg.defaults.get(key), num_buckets, name=f"bucketize_{key}"
         )
-    outputs[cfg.label_key] = label_fn(inputs, cfg.label)
+    outputs.update(label_outputs(inputs, cfg))
     return outputs
 
 

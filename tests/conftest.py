@@ -40,17 +40,36 @@ def taxi_csv(taxi_cfg) -> Path:
     return default_data_dir(taxi_cfg) / "data.csv"
 
 
+def _tiny(tmp_path_factory, cfg, csv: Path, rows: int = 800) -> TinyTaxi:
+    """``rows`` rows of the CSV as raw examples, a real TFT graph over them, and their model arrays (rows
+    whose label is refused left out, as the Trainer's materialize step does)."""
+    root = tmp_path_factory.mktemp(f"tiny_{cfg.name}")
+    schema = helpers.read_schema(cfg.schema_path)
+    examples_path = helpers.write_examples(helpers.csv_rows(csv, rows), schema, root / "Split-eval")
+    tft_output = helpers.run_transform(cfg, examples_path.parent, root)
+    layout = layout_from_transform(cfg, tft_output)
+    xf = helpers.transform_examples(tft_output, examples_path)
+    keep = xf[layout.label_weight].reshape(-1) > 0 if layout.label_weight else slice(None)
+    arrays = ArraySplit(
+        dense=np.stack([xf[k].reshape(-1) for k in layout.dense], axis=1).astype(np.float32)[keep],
+        categorical=np.stack([xf[k].reshape(-1) for k in layout.embedded], axis=1).astype(np.int64)[keep],
+        label=xf[layout.label].reshape(-1).astype(np.float32)[keep],
+    )
+    return TinyTaxi(cfg, examples_path.parent, examples_path, tft_output, layout, arrays)
+
+
 @pytest.fixture(scope="session")
 def tiny_taxi(tmp_path_factory, taxi_cfg, taxi_csv) -> TinyTaxi:
-    root = tmp_path_factory.mktemp("tiny_taxi")
-    schema = helpers.read_schema(taxi_cfg.schema_path)
-    examples_path = helpers.write_examples(helpers.csv_rows(taxi_csv, 800), schema, root / "Split-eval")
-    tft_output = helpers.run_transform(taxi_cfg, examples_path.parent, root)
-    layout = layout_from_transform(taxi_cfg, tft_output)
-    xf = helpers.transform_examples(tft_output, examples_path)
-    arrays = ArraySplit(
-        dense=np.stack([xf[k].reshape(-1) for k in layout.dense], axis=1).astype(np.float32),
-        categorical=np.stack([xf[k].reshape(-1) for k in layout.embedded], axis=1).astype(np.int64),
-        label=xf[layout.label].reshape(-1).astype(np.float32),
-    )
-    return TinyTaxi(taxi_cfg, examples_path.parent, examples_path, tft_output, layout, arrays)
+    return _tiny(tmp_path_factory, taxi_cfg, taxi_csv)
+
+
+@pytest.fixture(scope="session")
+def tiny_payment(tmp_path_factory, taxi_csv) -> TinyTaxi:
+    """Multiclass: the taxi payment type (3 classes)."""
+    return _tiny(tmp_path_factory, load_dataset_config("taxi_payment"), taxi_csv, rows=1500)
+
+
+@pytest.fixture(scope="session")
+def tiny_tips(tmp_path_factory, taxi_csv) -> TinyTaxi:
+    """Regression: the tip in dollars, trained on log1p."""
+    return _tiny(tmp_path_factory, load_dataset_config("taxi_tips"), taxi_csv)

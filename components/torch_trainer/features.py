@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 
-from torchtfx.components.torch_trainer.modeling.spec import BINARY, REGRESSION, ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, ModelSpec
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 
 DENSE_INPUT = "dense"
@@ -34,10 +34,15 @@ class FeatureLayout:
     embedded: tuple[str, ...]
     cardinalities: tuple[int, ...]  # one per embedded feature, OOV buckets included
     label: str
+    task: str = BINARY
+    classes: tuple[str, ...] = ()  # multiclass: the class strings, by class id
+    label_weight: str | None = None  # multiclass and regression: 0.0 marks a refused row
+    log1p_target: bool = False  # regression trained on log1p(y): the export head serves expm1 of the output
 
     def model_spec(self) -> ModelSpec:
-        """What the model factory is given (the only task so far is binary classification)."""
-        return ModelSpec(self.dense, self.embedded, self.cardinalities, task=BINARY, num_outputs=1)
+        """What the model factory is given."""
+        num_outputs = len(self.classes) if self.task == MULTICLASS else 1
+        return ModelSpec(self.dense, self.embedded, self.cardinalities, task=self.task, num_outputs=num_outputs)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -62,4 +67,23 @@ def layout_from_transform(cfg: DatasetConfig, tft_output) -> FeatureLayout:
         embedded=embedded,
         cardinalities=cardinalities,
         label=cfg.label_key,
+        task=cfg.task,
+        classes=label_classes(cfg, tft_output),
+        label_weight=cfg.label_weight_key,
+        log1p_target=cfg.task == REGRESSION and cfg.label.log1p,
     )
+
+
+def label_classes(cfg: DatasetConfig, tft_output) -> tuple[str, ...]:
+    """A multiclass label's classes from Transform's vocabulary; all ``num_classes`` must have been seen."""
+    if cfg.task != MULTICLASS:
+        return ()
+    classes = tuple(v.decode() if isinstance(v, bytes) else str(v)
+                    for v in tft_output.vocabulary_by_name(cfg.label_vocabulary))  # fmt: skip
+    if len(classes) < cfg.label.num_classes:
+        raise ValueError(
+            f"label column {cfg.label.column!r} has only {len(classes)} distinct values in the analyzed data "
+            f"({', '.join(classes) or 'none'}), but label.num_classes is {cfg.label.num_classes}; lower "
+            "num_classes in the dataset config or give the pipeline data with every class"
+        )
+    return classes

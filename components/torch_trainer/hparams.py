@@ -7,6 +7,7 @@ from typing import Literal
 import pydantic
 
 from torchtfx.data.config.model import ModelConfig
+from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig
 
 
@@ -44,3 +45,10 @@ class TrainerHParams(StrictConfig):
     sync_every: PositiveInt = 1
     # torch.autograd anomaly detection on every rank: names the op and step where a NaN appeared (slow).
     detect_anomaly: bool = False
+    # multiclass: "balanced" weighs class k by n / (K * n_k) in the training loss (rare classes count more)
+    class_weights: Literal["none", "balanced"] = "none"
+    # regression: "huber" is less swayed by outlier targets than "mse"
+    regression_loss: Literal["mse", "huber"] = "mse"
+    huber_delta: pydantic.PositiveFloat = 1.0
+    # The precision of the served network (fp16 only behind the drift gate); --serving-precision.
+    serving: ServingConfig = ServingConfig()

@@ -31,9 +31,11 @@ def split_files(split_uri: str) -> list[str]:
     return files
 
 
-def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterator[ArraySplit]:
-    """Transformed examples of one split, ``_PARSE_BATCH`` rows at a time, in file order."""
-    spec = {k: feature_spec[k] for k in layout.dense + layout.embedded + (layout.label,)}
+def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterator[tuple[ArraySplit, int]]:
+    """Transformed examples of one split, ``_PARSE_BATCH`` rows at a time, in file order, with the number of
+    rows refused for their label (weight 0: a missing or unknown class, a missing regression target)."""
+    weight = (layout.label_weight,) if layout.label_weight else ()
+    spec = {k: feature_spec[k] for k in layout.dense + layout.embedded + (layout.label,) + weight}
     dataset = (
         tf.data.TFRecordDataset(split_files(split_uri), compression_type="GZIP")
         .batch(_PARSE_BATCH)
@@ -42,11 +44,17 @@ def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterat
     )
     for parsed in dataset:
         n = len(parsed[layout.label])
-        yield ArraySplit(
+        chunk = ArraySplit(
             _columns(parsed, layout.dense, n, np.float32),
             _columns(parsed, layout.embedded, n, np.int64),
             parsed[layout.label].numpy().reshape(-1).astype(np.float32),
         )
+        if not weight:
+            yield chunk, 0
+            continue
+        usable = parsed[layout.label_weight].numpy().reshape(-1) > 0
+        kept = ArraySplit(chunk.dense[usable], chunk.categorical[usable], chunk.label[usable])
+        yield kept, n - int(usable.sum())
 
 
 def _columns(parsed: dict, keys: tuple[str, ...], rows: int, dtype: type) -> np.ndarray:
@@ -70,7 +78,7 @@ def _check_chunk(chunk: ArraySplit, layout: FeatureLayout, where: str, first_row
 
 
 def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_dir: Path) -> int:
-    """Stream one split into ``out_dir``'s ``.npy`` arrays; returns its row count.
+    """Stream one split into ``out_dir``'s ``.npy`` arrays; returns its row count (refused labels left out).
 
     Chunks go to raw column files as they are parsed; each is then copied behind its ``.npy`` header. At no
     point does the split sit in memory (5M rows of taxi would be 600 MB, twice over while concatenating).
@@ -78,18 +86,27 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
     out_dir.mkdir(parents=True, exist_ok=True)
     names = {"dense": DENSE_FILE, "categorical": CATEGORICAL_FILE, "label": LABEL_FILE}
     raw = {field: out_dir / f"{file}.raw" for field, file in names.items()}
-    rows, template = 0, None
+    rows, refused, template = 0, 0, None
     with contextlib.ExitStack() as stack:
         files = {field: stack.enter_context(path.open("wb")) for field, path in raw.items()}
-        for chunk in _chunks(split_uri, layout, feature_spec):
+        for chunk, refused_here in _chunks(split_uri, layout, feature_spec):
+            refused += refused_here
+            if not len(chunk):
+                continue
             _check_chunk(chunk, layout, split_uri, rows)
             for field, handle in files.items():
                 handle.write(np.ascontiguousarray(getattr(chunk, field)).tobytes())
             rows, template = rows + len(chunk), chunk
+    if refused:
+        logger.warning(
+            "%s: %s rows refused for their label (missing, not one of the classes, or not a usable target); "
+            "they are neither trained on nor evaluated", split_uri, refused,
+        )  # fmt: skip
     if template is None:
         for path in raw.values():
             path.unlink()
-        raise ValueError(f"split {split_uri} holds no examples")
+        why = f" with a usable label ({refused} refused)" if refused else ""
+        raise ValueError(f"split {split_uri} holds no examples{why}")
     for field, file in names.items():
         column = getattr(template, field)
         header = {

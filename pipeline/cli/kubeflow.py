@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from torchtfx.components.shared import contracts
+from torchtfx.data.config.serving import PRECISIONS
 from torchtfx.pipeline.cli.errors import USER_ERRORS
 
 
@@ -33,8 +34,18 @@ from torchtfx.pipeline.cli.errors import USER_ERRORS
 )
 @click.option("--model", "model_factory", help="Model factory, as for `torchtfx run --model` [default: pools.yaml's].")
 @click.option("--model-hparam", "model_hparams", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
+@click.option(
+    "--serving-precision",
+    type=click.Choice(PRECISIONS),
+    help="fp16: serve a reduced-precision network if the drift gate passes it [default: pools.yaml's].",
+)
 def compile_cmd(
-    config_path: Path, output: Path | None, target: str, model_factory: str | None, model_hparams: tuple[str, ...]
+    config_path: Path,
+    output: Path | None,
+    target: str,
+    model_factory: str | None,
+    model_hparams: tuple[str, ...],
+    serving_precision: str | None,
 ) -> None:
     """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended. A model
     file is embedded in the spec, so the Trainer step and every PyTorchJob replica load that code."""
@@ -42,7 +53,7 @@ def compile_cmd(
     from torchtfx.pipeline.kfp.config import load_kubeflow_settings, with_model
 
     try:
-        settings = with_model(load_kubeflow_settings(config_path), model_factory, model_hparams)
+        settings = with_model(load_kubeflow_settings(config_path), model_factory, model_hparams, serving_precision)
         suffix = ".yaml" if target == "kfp" else ".json"
         output = output or Path("kubeflow/build") / f"{contracts.pipeline_name(Path(settings.dataset).stem)}{suffix}"
         (compile_pipeline if target == "kfp" else compile_vertex_job)(settings, output)

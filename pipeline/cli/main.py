@@ -14,6 +14,7 @@ import click
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import load_dataset_config
+from torchtfx.data.config.serving import PRECISIONS
 from torchtfx.data.sources import DataSourceError
 from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
 from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, USER_ERRORS
@@ -127,6 +128,12 @@ def cli(verbose: bool) -> None:
     help="A model hyperparameter, value read as YAML (repeatable): --model-hparam dropout=0.2.",
 )
 @click.option("--detect-anomaly", is_flag=True, help="torch.autograd anomaly detection: name the op where NaN appears.")
+@click.option(
+    "--serving-precision",
+    type=click.Choice(PRECISIONS),
+    help="Serve a reduced-precision network if the drift gate passes it (fp16) [default: the dataset YAML's "
+    "serving.precision, else fp32].",
+)
 @click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
 @click.option(
     "--mlflow-unreachable",
@@ -153,6 +160,7 @@ def run(
     model_factory,
     model_hparams,
     detect_anomaly,
+    serving_precision,
     no_cache,
     mlflow_unreachable,
 ):
@@ -166,14 +174,18 @@ def run(
                        num_workers=num_workers, sync_every=sync_every, detect_anomaly=detect_anomaly)  # fmt: skip
         hparams = TrainerHParams.parse(options, "trainer options (--epochs, --batch-size, ...)")
         dataset_cfg = load_dataset_config(dataset)
-        hparams = choose_model(dataset_cfg, hparams, model_factory, parse_model_hparams(model_hparams))
+        # Through the dataset config, so that a binary-only override on another task is refused by name.
+        gates = dataset_cfg.gates.with_overrides(auc_floor=auc_threshold, max_auc_drop=max_auc_drop)
+        dataset_cfg = dataset_cfg.replace(gates=gates) if gates is not dataset_cfg.gates else dataset_cfg
+        hparams = choose_model(dataset_cfg, hparams, model_factory, parse_model_hparams(model_hparams),
+                               serving_precision=serving_precision)  # fmt: skip
         settings = LocalSettings(
             dataset=dataset_cfg,
             pipeline_root=pipeline_root,
             data_dir=data_dir,
             serving_dir=serving_dir,
             hparams=hparams,
-            gates=dataset_cfg.gates.with_overrides(auc_floor=auc_threshold, max_auc_drop=max_auc_drop),
+            gates=dataset_cfg.gates,
             beam_workers=beam_workers,
             beam_mode=beam_mode,
             enable_cache=not no_cache,

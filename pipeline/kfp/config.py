@@ -234,15 +234,22 @@ def load_kubeflow_settings(path: Path) -> KubeflowSettings:
     return settings_from_dict(load_yaml(path, KubeflowConfigError), str(path))
 
 
-def with_model(settings: KubeflowSettings, factory: str | None, hparam_pairs: tuple[str, ...]) -> KubeflowSettings:
-    """``settings`` with ``--model`` / ``--model-hparam`` applied over the trainer's (or the dataset's) model."""
-    if factory is None and not hparam_pairs:
+def with_model(
+    settings: KubeflowSettings,
+    factory: str | None,
+    hparam_pairs: tuple[str, ...],
+    serving_precision: str | None = None,
+) -> KubeflowSettings:
+    """``settings`` with ``--model`` / ``--model-hparam`` applied over the trainer's (or the dataset's) model,
+    and ``--serving-precision`` over the trainer's (or the dataset's) serving precision."""
+    if factory is None and not hparam_pairs and serving_precision is None:
         return settings
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.pipeline.model_choice import configured_model, parse_model_hparams
+    from torchtfx.pipeline.model_choice import configured_model, configured_serving, parse_model_hparams
 
     hparams = settings.trainer.hyperparameters
-    base = configured_model(load_dataset_config(settings.dataset), hparams)
-    model = base.with_overrides(factory, parse_model_hparams(hparam_pairs))
-    trainer = settings.trainer.replace(hyperparameters=hparams.replace(model=model))
+    dataset = load_dataset_config(settings.dataset)
+    model = configured_model(dataset, hparams).with_overrides(factory, parse_model_hparams(hparam_pairs))
+    serving = configured_serving(dataset, hparams).with_overrides(serving_precision)
+    trainer = settings.trainer.replace(hyperparameters=hparams.replace(model=model, serving=serving))
     return settings.replace(trainer=trainer)

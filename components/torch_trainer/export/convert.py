@@ -2,8 +2,10 @@
 serves raw tf.Examples.
 
 Signatures of the SavedModel:
-- ``serving_default(examples: string[batch]) -> {"probabilities": float32[batch]}``: parse (no label
-  needed) -> TFT transform layer -> converted network.
+- ``serving_default(examples: string[batch])``: parse (no label needed) -> TFT transform layer -> converted
+  network -> per task: binary ``{"probabilities": float32[batch]}``; multiclass ``{"probabilities":
+  float32[batch, K], "classes": string[batch, K]}`` (column k of both is class k); regression
+  ``{"predictions": float32[batch]}``.
 - ``transform_features(examples) -> transformed features``: what TFMA uses to get the label.
 """
 
@@ -26,7 +28,13 @@ from torchtfx.components.torch_trainer.export.translator import (
     UnsupportedOpsError,
     unsupported_ops,
 )
-from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT, FeatureLayout
+from torchtfx.components.torch_trainer.features import (
+    CLASSES_OUTPUT,
+    PREDICTIONS_OUTPUT,
+    PROBABILITIES_OUTPUT,
+    FeatureLayout,
+)
+from torchtfx.components.torch_trainer.modeling.spec import MULTICLASS, REGRESSION
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -136,8 +144,18 @@ class ServingModule(tf.Module):
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(examples, self._serving_spec)
         dense, categorical = self.network_inputs(self.tft_layer(parsed))
-        probabilities = self.network(dense, categorical)[0]
-        return {PROBABILITIES_OUTPUT: tf.reshape(probabilities, [-1])}
+        return self.task_outputs(self.network(dense, categorical)[0])
+
+    def task_outputs(self, network_output: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The network's first output, named and shaped for the task (see the module docstring)."""
+        layout = self._layout
+        if layout.task == REGRESSION:
+            return {PREDICTIONS_OUTPUT: tf.reshape(network_output, [-1])}
+        if layout.task != MULTICLASS:
+            return {PROBABILITIES_OUTPUT: tf.reshape(network_output, [-1])}
+        probabilities = tf.reshape(network_output, [-1, len(layout.classes)])
+        classes = tf.tile(tf.constant(layout.classes, tf.string)[None, :], [tf.shape(probabilities)[0], 1])
+        return {PROBABILITIES_OUTPUT: probabilities, CLASSES_OUTPUT: classes}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)], autograph=False)
     def transform_features(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 
 logger = logging.getLogger(__name__)
@@ -152,6 +152,8 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
         )
 
 
-def provisional_spec(dense: tuple[str, ...], categorical: tuple[str, ...]) -> ModelSpec:
+def provisional_spec(
+    dense: tuple[str, ...], categorical: tuple[str, ...], task: str = BINARY, num_outputs: int = 1
+) -> ModelSpec:
     """A spec to check a factory before Transform has counted the vocabularies (cardinality 2 each)."""
-    return ModelSpec(dense, categorical, tuple(2 for _ in categorical))
+    return ModelSpec(dense, categorical, tuple(2 for _ in categorical), task, num_outputs)

@@ -11,36 +11,47 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, TASKS
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def task_loss(task: str) -> LossFn:
+def task_loss(
+    task: str, class_weights: torch.Tensor | None = None, regression_loss: str = "mse", huber_delta: float = 1.0
+) -> LossFn:
+    """Binary cross-entropy on logits; softmax cross-entropy (optionally class-weighted); MSE or Huber."""
     if task == BINARY:
         return nn.BCEWithLogitsLoss()
     if task == MULTICLASS:
-        ce = nn.CrossEntropyLoss()
+        ce = nn.CrossEntropyLoss(weight=class_weights)
         return lambda logits, labels: ce(logits, labels.long())
     if task == REGRESSION:
-        return nn.MSELoss()
+        return nn.HuberLoss(delta=huber_delta) if regression_loss == "huber" else nn.MSELoss()
     raise ValueError(f"unknown task {task!r}")
 
 
-def loss_for(model: nn.Module, task: str) -> LossFn:
-    """The model's own ``loss(outputs, labels)`` when it has one, else the task's."""
+def loss_for(model: nn.Module, task: str, **options) -> LossFn:
+    """The model's own ``loss(outputs, labels)`` when it has one, else the task's (``options``: task_loss's)."""
     own = getattr(model, "loss", None)
-    return own if callable(own) else task_loss(task)
+    return own if callable(own) else task_loss(task, **options)
 
 
 class ExportHead(nn.Module):
-    """The exported graph: the user's network followed by the task's link function."""
+    """The exported graph: the user's network followed by the task's link function. ``log1p_target``: the
+    regression model was trained on log1p(y), and serves ``expm1`` of its output, in the target's units."""
 
-    def __init__(self, model: nn.Module, task: str) -> None:
+    def __init__(self, model: nn.Module, task: str, log1p_target: bool = False) -> None:
         super().__init__()
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}")
-        self.model, self.task = model, task
+        if log1p_target and task != REGRESSION:
+            raise ValueError("log1p_target applies to regression only")
+        self.model, self.task, self.log1p_target = model, task, log1p_target
+
+    @classmethod
+    def for_layout(cls, model: nn.Module, layout: FeatureLayout) -> ExportHead:
+        return cls(model, layout.task, layout.log1p_target)
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
         scores = self.model(dense, categorical)
@@ -48,4 +59,5 @@ class ExportHead(nn.Module):
             return torch.sigmoid(scores)
         if self.task == MULTICLASS:
             return torch.softmax(scores, dim=-1)
-        return scores
+        # exp(x) - 1, not expm1: the ONNX exporter has no expm1 (aten::expm1 is unsupported at opset 17).
+        return torch.exp(scores) - 1 if self.log1p_target else scores

@@ -41,7 +41,7 @@ class TrainResult:
     best_epoch: int
     epochs_run: int
     eval_loss: float
-    eval_auc: float
+    eval_metrics: dict[str, float]  # the task's: auc (binary), accuracy (multiclass), rmse and mae (regression)
     train_examples: int
     eval_examples: int
     world_size: int
@@ -51,6 +51,10 @@ class TrainResult:
     onnx_max_abs_diff: float
     mlflow_run_id: str | None
     export_repairs: list[str] = dataclasses.field(default_factory=list)  # repairs the ONNX export needed
+
+    @property
+    def eval_auc(self) -> float | None:
+        return self.eval_metrics.get("auc")
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True))

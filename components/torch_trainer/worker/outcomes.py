@@ -9,11 +9,11 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-    """Global eval loss and AUC (every rank gets the same numbers), with the probabilities behind them."""
+    """Global eval loss and the task's metrics (every rank gets the same numbers), with the raw scores."""
 
     loss: float
-    auc: float
-    probabilities: np.ndarray
+    metrics: dict[str, float]
+    scores: np.ndarray
     labels: np.ndarray
 
 

@@ -56,19 +56,19 @@ def publish(
     torch.save(net.state_dict(), state_path)
     eval_split = ArraySplit.load(Path(job.data_dir) / "eval")
     onnx_path = model_dir / contracts.ONNX_FILE
-    head = ExportHead(net, job.layout.model_spec().task).eval()
+    head = ExportHead.for_layout(net, job.layout).eval()
     export = export_onnx(head, eval_split, onnx_path)
     onnx_diff = check_onnx(head, onnx_path, eval_split)
     history_path = run_dir / contracts.HISTORY_FILE
     history_path.write_text(json.dumps(training.history, indent=2))
     curves_path = run_dir / contracts.CURVES_FILE
-    plot_training_curves(training.history, curves_path)
+    plot_training_curves(training.history, curves_path, job.layout.task)
     best_epoch = min(training.history, key=lambda h: h["eval_loss"])["epoch"] if training.history else 0
     result = TrainResult(
         best_epoch=int(best_epoch),
         epochs_run=training.epochs_run,
         eval_loss=float(final.loss),
-        eval_auc=float(final.auc),
+        eval_metrics={name: float(value) for name, value in final.metrics.items()},
         train_examples=training.train_examples,
         eval_examples=len(eval_split),
         world_size=training.world_size,
@@ -80,13 +80,15 @@ def publish(
         mlflow_run_id=tracker.run_id if tracker else None,
     )
     if tracker is not None:
-        best = {"best_eval_loss": final.loss, "best_eval_auc": final.auc, "onnx_max_abs_diff": onnx_diff}
+        best = {"best_eval_loss": final.loss, "onnx_max_abs_diff": onnx_diff}
+        best.update({f"best_eval_{name}": value for name, value in final.metrics.items()})
         tracker.log_metrics(best, step=training.epochs_run)
         for path, folder in ((state_path, "torch"), (onnx_path, "onnx"), (curves_path, "plots"), (history_path, None)):
             tracker.log_artifact(path, folder)
     result.save(run_dir / contracts.RESULT_FILE)
     logger.info(
-        "Training done: best epoch %s of %s, eval AUC %.4f, eval loss %.4f, %s workers on %s",
-        result.best_epoch, result.epochs_run, result.eval_auc, result.eval_loss, result.world_size, result.device,
+        "Training done: best epoch %s of %s, eval %s, eval loss %.4f, %s workers on %s",
+        result.best_epoch, result.epochs_run, ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_metrics.items())),
+        result.eval_loss, result.world_size, result.device,
     )  # fmt: skip
     return result

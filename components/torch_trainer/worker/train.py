@@ -29,12 +29,12 @@ from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model
-from torchtfx.components.torch_trainer.modeling.heads import loss_for
-from torchtfx.components.torch_trainer.modeling.spec import BINARY
+from torchtfx.components.torch_trainer.modeling.heads import loss_for, task_loss
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, ModelSpec
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, NonFiniteGuard, anomaly_detection
 from torchtfx.components.torch_trainer.worker.job import TrainJob
-from torchtfx.components.torch_trainer.worker.metrics import roc_auc
+from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
@@ -128,11 +128,11 @@ class Trainer:
         hp: TrainerHParams,
         checkpoint_path: Path,
         tracker: MlflowRun | None = None,
-        task: str = BINARY,
+        spec: ModelSpec | None = None,
     ) -> None:
         """``model`` is on ``ctx.device`` and ``optimizer`` holds its parameters; the Trainer wraps it in DDP.
         ``tracker`` (rank 0 only) receives every epoch's metrics. The loss is the model's own ``loss(outputs,
-        labels)`` when it defines one, else the ``task``'s."""
+        labels)`` when it defines one, else the task's (``spec``; binary when None)."""
         self.ctx, self.hp, self.tracker = ctx, hp, tracker
         self.train_split, self.eval_split = train_split, eval_split
         self.examples_per_epoch = len(train_split) * ctx.world_size  # over all ranks (equal shards)
@@ -143,13 +143,33 @@ class Trainer:
         self.amp = ctx.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         self.schedule = make_schedule(optimizer, hp, len(self.train_batches))
-        self.loss_fn = loss_for(model, task)
+        self.task = spec.task if spec else BINARY
+        self.loss_fn = loss_for(model, self.task, class_weights=self._class_weights(spec), **self._loss_options())
+        # Early stopping compares epochs by the task's plain loss: a model's own loss or class weights would
+        # make eval losses of different runs incomparable.
+        self.eval_loss_fn = task_loss(self.task, **self._loss_options())
         self.checkpoint_path = checkpoint_path
         self.start_epoch, self.best_loss, self.bad_epochs = 0, float("inf"), 0
         self.best_state: dict | None = None
         self.history: list[dict[str, float]] = []
         self.guard = NonFiniteGuard(ctx.rank, self.amp)
         self.watch = AnomalyWatch(enabled=False)  # train() opens the real one when hp.detect_anomaly
+
+    def _loss_options(self) -> dict:
+        return {"regression_loss": self.hp.regression_loss, "huber_delta": self.hp.huber_delta}
+
+    def _class_weights(self, spec: ModelSpec | None) -> torch.Tensor | None:
+        """``balanced``: n / (K * n_k) over the whole train split (shard counts summed over ranks, so every
+        rank weighs alike); a class absent from the train data gets weight 0."""
+        if spec is None or spec.task != MULTICLASS or self.hp.class_weights == "none":
+            return None
+        counts = np.bincount(self.train_split.label.astype(np.int64), minlength=spec.num_outputs)
+        totals = torch.tensor(counts[: spec.num_outputs], dtype=torch.float64, device=self.ctx.device)
+        dist.all_reduce(totals)
+        weights = torch.where(totals > 0, totals.sum() / (spec.num_outputs * totals.clamp(min=1)), 0.0)
+        if self.ctx.is_main:
+            logger.info("Balanced class weights: %s", [round(w, 3) for w in weights.tolist()])
+        return weights.float()
 
     # -- checkpoints -------------------------------------------------------------------------
     def _checkpoint(self, epoch: int) -> None:
@@ -219,18 +239,16 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self) -> Evaluation:
-        """Global eval loss and AUC; every rank gets the same numbers (so the same stop decision)."""
+        """Global eval loss and the task's metrics; every rank gets the same numbers (so the same stop decision)."""
         net = self.model.module.eval()
-        logits = [net(d.to(self.ctx.device), c.to(self.ctx.device)).float().cpu() for d, c, _ in self.eval_batches]
-        logits_t = torch.cat(logits) if logits else torch.zeros(0)
-        labels = torch.from_numpy(self.eval_split.label)
-        loss_sum = nn.functional.binary_cross_entropy_with_logits(logits_t, labels, reduction="sum")
+        scores = [net(d.to(self.ctx.device), c.to(self.ctx.device)).float().cpu() for d, c, _ in self.eval_batches]
         gathered: list = [None] * self.ctx.world_size
-        dist.all_gather_object(gathered, (float(loss_sum), torch.sigmoid(logits_t).numpy(), labels.numpy()))
-        probs = np.concatenate([g[1] for g in gathered])
-        all_labels = np.concatenate([g[2] for g in gathered])
-        loss = sum(g[0] for g in gathered) / max(len(all_labels), 1)
-        return Evaluation(loss, roc_auc(all_labels, probs), probs, all_labels)
+        local = torch.cat(scores).numpy() if scores else np.zeros((0,), np.float32)
+        dist.all_gather_object(gathered, (local, self.eval_split.label))
+        all_scores = np.concatenate([g[0] for g in gathered if len(g[0])] or [local])
+        all_labels = np.concatenate([g[1] for g in gathered])
+        loss = float(self.eval_loss_fn(torch.from_numpy(all_scores), torch.from_numpy(all_labels)))
+        return Evaluation(loss, task_metrics(self.task, all_scores, all_labels), all_scores, all_labels)
 
     # -- the loop ----------------------------------------------------------------------------
     def train(self) -> TrainingRun:
@@ -245,9 +263,10 @@ class Trainer:
             tick = time.perf_counter()
             train_loss = self._train_epoch(epoch)
             evaluation = self.evaluate()
-            eval_loss, eval_auc = evaluation.loss, evaluation.auc
+            eval_loss = evaluation.loss
             seen += self.examples_per_epoch
-            record = {"epoch": epoch + 1, "train_loss": train_loss, "eval_loss": eval_loss, "eval_auc": eval_auc}
+            record = {"epoch": epoch + 1, "train_loss": train_loss, "eval_loss": eval_loss}
+            record.update({f"eval_{name}": value for name, value in evaluation.metrics.items()})
             record["examples_per_second"] = self.examples_per_epoch / (time.perf_counter() - tick)
             self.history.append(record)
             if eval_loss < self.best_loss - 1e-6:
@@ -278,9 +297,10 @@ class Trainer:
         self.model.module.load_state_dict(self.best_state or self.model.module.state_dict())
 
     def _report_epoch(self, record: dict[str, float]) -> None:
+        metric = f"eval_{headline(self.task)}"
         logger.info(
-            "epoch %s/%s train_loss=%.4f eval_loss=%.4f eval_auc=%.4f (%.0f examples/s)",
-            record["epoch"], self.hp.epochs, record["train_loss"], record["eval_loss"], record["eval_auc"],
+            "epoch %s/%s train_loss=%.4f eval_loss=%.4f %s=%.4f (%.0f examples/s)",
+            record["epoch"], self.hp.epochs, record["train_loss"], record["eval_loss"], metric, record[metric],
             record["examples_per_second"],
         )  # fmt: skip
         if self.tracker is not None:
@@ -297,8 +317,8 @@ def run(job: TrainJob) -> None:
         tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
         checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
         optimizer = make_optimizer(model, job.hparams)
-        task = job.layout.model_spec().task
-        trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint, tracker, task)
+        spec = job.layout.model_spec()
+        trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint, tracker, spec)
         trainer.resume()
         training = trainer.train()
         trainer.restore_best()

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tests import helpers
 from torchtfx.data.config.dataset import LabelRule
-from torchtfx.pipeline.preprocessing import label_fn
+from torchtfx.pipeline.preprocessing import binary_label
 
 
 def test_dense_features_are_z_scored(tiny_taxi):
@@ -47,9 +47,47 @@ def test_label_rules_handle_missing_values_and_membership():
     tips = tf.SparseTensor(indices=[[0, 0], [2, 0]], values=[3.0, 1.0], dense_shape=[3, 1])
     fare = tf.constant([[10.0], [10.0], [10.0]])
     rule = LabelRule(name="y", column="tips", op="greater", threshold=0.2, relative_to="fare")
-    assert label_fn({"tips": tips, "fare": fare}, rule).numpy().tolist() == [1, 0, 0]
+    assert binary_label({"tips": tips, "fare": fare}, rule).numpy().tolist() == [1, 0, 0]
     low = LabelRule(name="y", column="tips", op="less", threshold=0.2, relative_to="fare")
-    assert label_fn({"tips": tips, "fare": fare}, low).numpy().tolist() == [0, 0, 1]
+    assert binary_label({"tips": tips, "fare": fare}, low).numpy().tolist() == [0, 0, 1]
     member = LabelRule(name="y", column="kind", op="in", positive_values=("a", "c"))
     kinds = tf.constant([[b"a"], [b"b"], [b"c"]])
-    assert label_fn({"kind": kinds}, member).numpy().tolist() == [1, 0, 1]
+    assert binary_label({"kind": kinds}, member).numpy().tolist() == [1, 0, 1]
+
+
+def test_multiclass_label_is_a_class_id_from_the_label_vocabulary(tiny_payment):
+    cfg, out = tiny_payment.cfg, tiny_payment.tft_output
+    classes = [v.decode() for v in out.vocabulary_by_name(cfg.label_vocabulary)]
+    assert classes[:2] == ["Cash", "Credit Card"] and len(classes) == cfg.label.num_classes
+    xf = helpers.transform_examples(out, tiny_payment.examples_path)
+    ids, weight = xf[cfg.label_key].reshape(-1), xf[cfg.label_weight_key].reshape(-1)
+    assert set(np.unique(ids)) <= {0, 1, 2} and set(np.unique(weight)) <= {0.0, 1.0}
+    assert tiny_payment.layout.classes == tuple(classes)
+    assert tiny_payment.layout.model_spec().num_outputs == 3
+
+
+def test_an_unknown_or_missing_class_is_refused_not_mapped_to_a_class(tiny_payment):
+    cfg, out = tiny_payment.cfg, tiny_payment.tft_output
+    rows = []
+    for value in (b"Cash", b"Bitcoin", b""):  # the schema requires the column; "" is its missing value
+        raw = tf.train.Example()
+        raw.features.feature["payment_type"].bytes_list.value.append(value)
+        rows.append(raw.SerializeToString())
+    spec = {"payment_type": out.raw_feature_spec()["payment_type"]}
+    xf = out.transform_features_layer()(tf.io.parse_example(rows, spec))
+    assert xf[cfg.label_weight_key].numpy().tolist() == [1.0, 0.0, 0.0]
+    assert xf[cfg.label_key].numpy().tolist() == [0, 0, 0]  # refused rows carry a valid id with weight 0
+
+
+def test_regression_target_is_log1p_with_the_dollars_kept_for_evaluation():
+    from torchtfx.pipeline.preprocessing import regression_target
+
+    tips = tf.SparseTensor(indices=[[0, 0], [2, 0], [3, 0]], values=[3.0, -1.0, 0.0], dense_shape=[4, 1])
+    rule = LabelRule(name="y", column="tips", log1p=True)
+    target, dollars, weight = (t.numpy().tolist() for t in regression_target({"tips": tips}, rule))
+    assert weight == [1.0, 0.0, 0.0, 1.0]  # row 1 missing, row 2 negative under log1p
+    np.testing.assert_allclose(target, [np.log1p(3.0), 0.0, 0.0, 0.0])
+    assert dollars == [3.0, 0.0, 0.0, 0.0]
+    plain_rule = LabelRule(name="y", column="tips")
+    plain, _, plain_weight = (t.numpy().tolist() for t in regression_target({"tips": tips}, plain_rule))
+    assert plain == [3.0, 0.0, -1.0, 0.0] and plain_weight == [1.0, 0.0, 1.0, 1.0]

@@ -82,3 +82,39 @@ def test_an_empty_split_is_an_error_and_leaves_no_files(tmp_path):
     with pytest.raises(ValueError, match="holds no examples"):
         materialize.write_split(str(tmp_path / "Split-eval"), LAYOUT, SPEC, tmp_path / "out")
     assert not list((tmp_path / "out").iterdir())
+
+
+def _write_weighted(split_dir, labels: list[int], weights: list[float]) -> None:
+    split_dir.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(split_dir / "data-0.gz"), tf.io.TFRecordOptions(compression_type="GZIP")) as w:
+        for i, (y, weight) in enumerate(zip(labels, weights, strict=True)):
+            feature = {
+                "a_xf": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)])),
+                "b_xf": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0])),
+                "c_xf": tf.train.Feature(int64_list=tf.train.Int64List(value=[i % 5])),
+                "y": tf.train.Feature(int64_list=tf.train.Int64List(value=[y])),
+                "y_weight": tf.train.Feature(float_list=tf.train.FloatList(value=[weight])),
+            }
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+WEIGHTED = FeatureLayout(("a_xf", "b_xf"), ("c_xf",), (5,), "y", "multiclass", ("a", "b", "c"), "y_weight")
+WEIGHTED_SPEC = {**SPEC, "y_weight": tf.io.FixedLenFeature([], tf.float32)}
+
+
+def test_rows_with_a_refused_label_are_left_out_and_counted(tmp_path, caplog):
+    _write_weighted(tmp_path / "Split-train", [0, 2, 0, 1, 0], [1.0, 1.0, 0.0, 1.0, 0.0])
+
+    rows = materialize.write_split(str(tmp_path / "Split-train"), WEIGHTED, WEIGHTED_SPEC, tmp_path / "out")
+
+    assert rows == 3
+    split = ArraySplit.load(tmp_path / "out")
+    np.testing.assert_array_equal(split.label, [0, 2, 1])
+    np.testing.assert_array_equal(split.dense[:, 0], [0.0, 1.0, 3.0])
+    assert "2 rows refused for their label" in caplog.text
+
+
+def test_a_split_whose_labels_are_all_refused_is_named(tmp_path):
+    _write_weighted(tmp_path / "Split-eval", [0, 0], [0.0, 0.0])
+    with pytest.raises(ValueError, match="holds no examples with a usable label \\(2 refused\\)"):
+        materialize.write_split(str(tmp_path / "Split-eval"), WEIGHTED, WEIGHTED_SPEC, tmp_path / "out")
