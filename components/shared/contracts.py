@@ -75,7 +75,11 @@ REGISTERED_MODEL_KEY = "registered_model_name"
 # On the Model artifact (written by the TorchTrainer; read by the Promoter and the run summary).
 PARITY_PROPERTY = "parity_max_abs_diff"  # as text: MLMD's sqlite store keeps doubles to 6 decimal places
 MLFLOW_RUN_ID_PROPERTY = "mlflow_run_id"
-EVAL_AUC_PROPERTY = "torch_eval_auc"
+EVAL_METRIC_PROPERTY_PREFIX = "torch_eval_"  # + the task's training metric: auc, accuracy, rmse, mae
+EVAL_AUC_PROPERTY = EVAL_METRIC_PROPERTY_PREFIX + "auc"
+TASK_PROPERTY = "task"  # binary, multiclass or regression
+SERVING_PRECISION_PROPERTY = "serving_precision"  # the precision of the network in Format-Serving: fp32 or fp16
+PRECISION_DRIFT_PROPERTY = "precision_drift"  # the reduced-precision variant's drift figures, as JSON
 NUM_WORKERS_PROPERTY = "ddp_world_size"
 MODEL_FACTORY_PROPERTY = "model_factory"
 CONVERSION_PROPERTY = "onnx_conversion"  # "<strategy>; repairs: <names>"

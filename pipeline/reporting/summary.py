@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from ml_metadata import metadata_store
 from ml_metadata.proto import metadata_store_pb2
@@ -54,6 +55,20 @@ class RunSummary:
     @property
     def ddp_workers(self) -> int | None:
         return self.custom(contracts.TRAINER_ID, "model", contracts.NUM_WORKERS_PROPERTY)
+
+    @property
+    def task(self) -> str | None:
+        return self.custom(contracts.TRAINER_ID, "model", contracts.TASK_PROPERTY)
+
+    @property
+    def serving_precision(self) -> str | None:
+        return self.custom(contracts.TRAINER_ID, "model", contracts.SERVING_PRECISION_PROPERTY)
+
+    @property
+    def precision_drift(self) -> dict | None:
+        """The reduced-precision variant's drift figures (and whether it was served), when one was built."""
+        text = self.custom(contracts.TRAINER_ID, "model", contracts.PRECISION_DRIFT_PROPERTY)
+        return json.loads(text) if text else None
 
     @property
     def blessed(self) -> bool | None:

@@ -162,3 +162,27 @@ def test_a_diverging_model_stops_naming_epoch_step_and_rank(tmp_path, tiny_taxi,
         assert "SqrtBackward0" in log or "first submodule with a non-finite forward output" in log
     else:
         assert "non-finite loss=nan" in log and "--detect-anomaly" in log
+
+
+def test_multiclass_trains_with_balanced_class_weights_on_two_processes(tmp_path, tiny_payment):
+    job = helpers.tiny_train_job(tmp_path, tiny_payment, class_weights="balanced")
+    launch(job, tmp_path / "job.json", tmp_path / "train.log")
+    result = TrainResult.load(tmp_path / "run" / contracts.RESULT_FILE)
+    majority = np.bincount(tiny_payment.arrays.label.astype(int)).max() / len(tiny_payment.arrays)
+    assert set(result.eval_metrics) == {"accuracy"} and 0.3 < result.eval_metrics["accuracy"] <= 1.0, majority
+    assert result.eval_auc is None and result.onnx_max_abs_diff < 1e-5
+    log = (tmp_path / "train.log").read_text()
+    assert "Balanced class weights" in log and "eval_accuracy=" in log
+    history = json.loads((tmp_path / "run" / contracts.HISTORY_FILE).read_text())
+    assert all("eval_accuracy" in h and "eval_auc" not in h for h in history)
+
+
+def test_regression_trains_with_huber_loss_on_two_processes(tmp_path, tiny_tips):
+    job = helpers.tiny_train_job(tmp_path, tiny_tips, regression_loss="huber", huber_delta=0.5)
+    launch(job, tmp_path / "job.json", tmp_path / "train.log")
+    result = TrainResult.load(tmp_path / "run" / contracts.RESULT_FILE)
+    assert set(result.eval_metrics) == {"rmse", "mae"}
+    # RMSE on log1p(tips) must beat predicting the mean of the eval targets.
+    eval_labels = tiny_tips.arrays.label[len(tiny_tips.arrays) * 3 // 4 :]
+    assert result.eval_metrics["rmse"] < float(np.std(eval_labels))
+    assert result.onnx_max_abs_diff < 1e-4
