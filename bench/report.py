@@ -199,7 +199,40 @@ def _zoo_section(r: dict) -> list[str]:
             + " | ".join(times)
             + f" | {_num(m.get('tfma_auc'))} | {_num(m.get('torch_eval_auc'))} |"
         )
-    return [*lines, "", f"AUC: {r['auc_source']}.", ""]
+    return [*lines, "", f"AUC: {r['auc_source']}.", "", *_fp16_lines(r), ""]
+
+
+def _fp16_lines(r: dict) -> list[str]:
+    """The fp16 variant per model: drift against FP32 on every eval row, the gate's verdict, latency."""
+    batches = [str(b) for b in r["batch_sizes"]]
+    lines = [
+        "FP16 variant (`--serving-precision fp16`) against the FP32 network, every eval row, default drift "
+        "limits; ms = median per call, fp16 / fp32 (ratio).",
+        "",
+        "| model | method | max abs diff | mean abs diff | flips | drift gate | "
+        + " | ".join(f"ms at {b} (ratio)" for b in batches) + " |",
+        "|---|---|---:|---:|---:|---|" + "---:|" * len(batches),
+    ]  # fmt: skip
+    for m in r["models"]:
+        fp16 = m.get("fp16")
+        if not fp16:
+            continue
+        if "error" in fp16:
+            lines.append(f"| {m['model']} | no variant: {' '.join(fp16['error'][-160:].split())} |")
+            continue
+        f, lat = fp16["figures"], fp16["latency"]
+        times = [
+            f"{lat['fp16_network'][b]['median_ms']:.3f} / {lat['fp32_network'][b]['median_ms']:.3f} "
+            f"({fp16['fp16_vs_fp32'][b]:.2f})"
+            for b in batches
+        ]
+        verdict = "passed" if fp16["passed"] else "refused: " + "; ".join(fp16["violations"])
+        lines.append(
+            f"| {m['model']} | {fp16['method']} | {f.get('fp16_max_abs_diff', float('nan')):.2e} | "
+            f"{f.get('fp16_mean_abs_diff', float('nan')):.2e} | {int(f.get('fp16_flips', 0))} | {verdict} | "
+            + " | ".join(times) + " |"
+        )  # fmt: skip
+    return lines
 
 
 def _num(value: float | None) -> str:

@@ -24,8 +24,9 @@ from torchtfx.components.torch_trainer.features import FeatureLayout, layout_fro
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.worker.optimization import make_optimizer
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
-from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs, make_optimizer
+from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)

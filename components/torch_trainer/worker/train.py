@@ -13,7 +13,6 @@ import contextlib
 import copy
 import dataclasses
 import logging
-import math
 import os
 import time
 from pathlib import Path
@@ -30,11 +29,12 @@ from torchtfx.components.shared.mlflow_client import MlflowRun
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import loss_for, task_loss
-from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, NonFiniteGuard, anomaly_detection
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
+from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
@@ -100,23 +100,6 @@ def load_train_objs(
     return train.shard(ctx.rank, ctx.world_size, equal=True), eval_.shard(ctx.rank, ctx.world_size, equal=False), model
 
 
-_OPTIMIZERS = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam, "sgd": torch.optim.SGD}
-
-
-def make_optimizer(model: nn.Module, hp: TrainerHParams) -> torch.optim.Optimizer:
-    optimizer = _OPTIMIZERS[hp.optimizer]
-    extra = {"momentum": 0.9, "nesterov": True} if hp.optimizer == "sgd" else {}
-    return optimizer(model.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay, **extra)
-
-
-def make_schedule(optimizer: torch.optim.Optimizer, hp: TrainerHParams, steps_per_epoch: int):
-    """Per-step learning-rate factor: constant, or a cosine from 1 to 0 over every planned step."""
-    total = max(1, hp.epochs * steps_per_epoch)
-    if hp.lr_schedule == "cosine":
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * step / total)))
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-
-
 class Trainer:
     def __init__(
         self,
@@ -144,7 +127,12 @@ class Trainer:
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         self.schedule = make_schedule(optimizer, hp, len(self.train_batches))
         self.task = spec.task if spec else BINARY
-        self.loss_fn = loss_for(model, self.task, class_weights=self._class_weights(spec), **self._loss_options())
+        weights = (
+            balanced_class_weights(train_split, spec, ctx.device, ctx.is_main)
+            if hp.class_weights == "balanced"
+            else None
+        )
+        self.loss_fn = loss_for(model, self.task, class_weights=weights, **self._loss_options())
         # Early stopping compares epochs by the task's plain loss: a model's own loss or class weights would
         # make eval losses of different runs incomparable.
         self.eval_loss_fn = task_loss(self.task, **self._loss_options())
@@ -157,19 +145,6 @@ class Trainer:
 
     def _loss_options(self) -> dict:
         return {"regression_loss": self.hp.regression_loss, "huber_delta": self.hp.huber_delta}
-
-    def _class_weights(self, spec: ModelSpec | None) -> torch.Tensor | None:
-        """``balanced``: n / (K * n_k) over the whole train split (shard counts summed over ranks, so every
-        rank weighs alike); a class absent from the train data gets weight 0."""
-        if spec is None or spec.task != MULTICLASS or self.hp.class_weights == "none":
-            return None
-        counts = np.bincount(self.train_split.label.astype(np.int64), minlength=spec.num_outputs)
-        totals = torch.tensor(counts[: spec.num_outputs], dtype=torch.float64, device=self.ctx.device)
-        dist.all_reduce(totals)
-        weights = torch.where(totals > 0, totals.sum() / (spec.num_outputs * totals.clamp(min=1)), 0.0)
-        if self.ctx.is_main:
-            logger.info("Balanced class weights: %s", [round(w, 3) for w in weights.tolist()])
-        return weights.float()
 
     # -- checkpoints -------------------------------------------------------------------------
     def _checkpoint(self, epoch: int) -> None:

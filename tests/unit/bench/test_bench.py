@@ -161,3 +161,27 @@ def test_report_renders_the_zoo_table_and_a_failed_model(tmp_path):
     assert "| mlp | translator | erf_gelu | 0.12 | 2.50e-07 | 0.600 / 0.200 / 0.400 (3.00) |" in text
     assert "| 6.000 / 2.000 / 4.000 (3.00) | 0.9381 | n/a |" in text
     assert "| ft_transformer | failed: parity gate failed / max 0.3 log x |" in text
+
+
+def test_report_renders_the_fp16_variant_drift_and_latency(tmp_path):
+    from bench.zoo_bench import RUNTIMES
+
+    def lat(ms: float) -> dict:
+        return {b: {"median_ms": ms, "p90_ms": ms} for b in ("1", "32", "1024")}
+
+    fp16 = {"method": "float16 network (CPU)", "passed": False, "violations": ["9 of 5000 decisions flip"],
+            "figures": {"fp16_max_abs_diff": 0.0123, "fp16_mean_abs_diff": 0.0004, "fp16_flips": 9.0},
+            "latency": {"fp16_network": lat(0.5), "fp32_network": lat(0.25)},
+            "fp16_vs_fp32": {"1": 2.0, "32": 2.0, "1024": 2.0}}  # fmt: skip
+    ratios = {"1": 3.0, "32": 3.0, "1024": 3.0}
+    model = {"model": "mlp", "strategy": "translator", "repairs": [], "conversion_seconds": 0.1,
+             "parity_max_abs_diff": 1e-7, "latency": _latency(0.6, 0.2, 0.4), "tfma_auc": 0.93,
+             "torch_eval_auc": 0.93, "converted_vs_onnxruntime": ratios, "fp16": fp16}  # fmt: skip
+    fallback = {**model, "model": "dcn", "strategy": "onnx2tf", "fp16": {"error": "needs the translator"}}
+    zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
+           "models": [model, fallback]}  # fmt: skip
+    (tmp_path / "zoo.json").write_text(json.dumps(zoo))
+    text = write_report(tmp_path).read_text()
+    assert "| mlp | float16 network (CPU) | 1.23e-02 | 4.00e-04 | 9 | refused: 9 of 5000 decisions flip |" in text
+    assert "0.500 / 0.250 (2.00)" in text
+    assert "| dcn | no variant: needs the translator |" in text

@@ -35,7 +35,7 @@ def _write(tmp_path, text: str, name: str = "mine.yaml"):
             "unknown key slice; allowed keys here: defaults, features, gates, label, model, name, schema,",
         ),
         ("  categorical:", "  categorcal:", "unknown key features.categorcal; allowed keys here: bucketized, "),
-        ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, log1p, name, num_classes, op,"),
+        ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, log1p, name, num_"),
         ("vocabulary:\n  top_k: 1000", "vocabulary:\n  topk: 1000", "unknown key vocabulary.topk; allowed keys"),
         ("source:\n  package: tfx", "source:\n  pkg: tfx", "unknown key source.pkg; allowed keys here: package, path"),
     ],

@@ -51,7 +51,8 @@ def _local_sgd_rank(rank: int, job_path: str, store: str, out: str) -> None:
     import torch.distributed as dist
 
     from torchtfx.components.torch_trainer.worker.job import TrainJob
-    from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs, make_optimizer
+    from torchtfx.components.torch_trainer.worker.optimization import make_optimizer
+    from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
