@@ -122,6 +122,46 @@ def _latencies(runtimes: dict[str, Callable], dense: np.ndarray, categorical: np
     return results
 
 
+def _call_tf(fn: Callable, dense: np.ndarray, categorical: np.ndarray) -> object:
+    import tensorflow as tf
+
+    return fn(tf.constant(dense), tf.constant(categorical))
+
+
+def fp16_variant(fp32_network, export_dir: Path, layout: FeatureLayout, saved, raw_eval: Path, model: str) -> dict:
+    """The reduced-precision variant the Trainer would serve with ``--serving-precision fp16``: its drift
+    against the FP32 network on every eval row (the default drift limits decide), and its latency beside
+    the FP32 network's."""
+    import tensorflow as tf
+
+    from torchtfx.components.torch_trainer.export.precision import (
+        PrecisionVariantError,
+        drift_figures,
+        reduced_precision_network,
+    )
+    from torchtfx.data.config.serving import DriftLimits
+
+    try:
+        network, method = reduced_precision_network(export_dir / contracts.ONNX_FILE)
+    except PrecisionVariantError as err:
+        return {"error": str(err)}
+    runtimes = {
+        "fp32_network": tf.function(lambda d, c: fp32_network(d, c)[0]),
+        "fp16_network": tf.function(lambda d, c: network(d, c)[0]),
+    }
+    dense, categorical = _network_inputs(saved, _eval_rows(raw_eval, 10**9), layout)
+    outputs = {name: fn(tf.constant(dense), tf.constant(categorical)).numpy() for name, fn in runtimes.items()}
+    drift = drift_figures(outputs["fp32_network"], outputs["fp16_network"], layout.task, DriftLimits(), method)
+    calls = {name: functools.partial(_call_tf, fn) for name, fn in runtimes.items()}
+    latency = _latencies(calls, dense, categorical, f"{model} precision")
+    ratio = {
+        b: latency["fp16_network"][b]["median_ms"] / latency["fp32_network"][b]["median_ms"]
+        for b in latency["fp16_network"]
+    }
+    return {"method": method, "passed": drift.passed, "violations": list(drift.violations),
+            "figures": drift.to_metrics(), "latency": latency, "fp16_vs_fp32": ratio}  # fmt: skip
+
+
 def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path, threads: int) -> dict:
     """Conversion, parity and latency of one run's Model artifact."""
     import tensorflow as tf
@@ -145,6 +185,7 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
     latency = _latencies(runtimes, dense, categorical, zoo_run.model)
     torch_model = load_torch_model(export_dir, layout, hparams)
     parity = measure_parity(str(serving_dir), str(raw_eval), torch_model, layout, PARITY_TOLERANCE)
+    fp16 = fp16_variant(conversion.network, export_dir, layout, saved, raw_eval, zoo_run.model)
     return {
         "conversion_seconds": conversion_seconds,
         "first_call_trace_seconds": trace_seconds,
@@ -155,6 +196,7 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
         "parity_examples": parity.examples,
         "latency": latency,
         "converted_vs_onnxruntime": converted_vs_onnxruntime(latency),
+        "fp16": fp16,
     }
 
 

@@ -1,15 +1,27 @@
-"""The TFMA EvalConfig: metrics, slices and the blessing gates, built in one place."""
+"""The TFMA EvalConfig: metrics, slices and the blessing gates per task, built in one place.
+
+- binary: AUC (floor, drop vs champion, per-slice drops), calibration band, AUC-PR, accuracy, precision,
+  recall, calibration plot.
+- multiclass: accuracy (optional floor, drop vs champion), one-vs-rest AUC macro-averaged (floor) and
+  micro-averaged, and recall, precision and AUC per class (``class_id`` sub-keys).
+- regression: MSE (optional ceiling, relative increase vs champion), MAE, RMSE (lower is better), and the
+  squared Pearson correlation (floor).
+Multiclass and regression weigh rows by the label weight: a refused label counts for nothing.
+"""
 
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
 from torchtfx.components.torch_trainer.export.convert import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
-from torchtfx.components.torch_trainer.features import PROBABILITIES_OUTPUT
+from torchtfx.components.torch_trainer.features import prediction_output
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.gates import GateConfig
+from torchtfx.data.config.task import BINARY, MULTICLASS
 
 REPORTED_METRICS = ("ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall", "CalibrationPlot")
+MULTICLASS_ACCURACY = "SparseCategoricalAccuracy"
+REGRESSION_REPORTED = ("ExampleCount", "WeightedExampleCount", "MeanAbsoluteError", "RootMeanSquaredError")
 OVERALL = tfma.SlicingSpec()
 
 
@@ -50,6 +62,62 @@ def _value_bounded(name: str, low: float | None, high: float | None) -> tfma.Met
     return tfma.MetricConfig(class_name=name, per_slice_thresholds=[_threshold(OVERALL, bounds)])
 
 
+def _gated(name: str, value=None, change=None) -> tfma.MetricConfig:
+    """A metric with one threshold (value and/or change) on the overall slice; none when both are None."""
+    if value is None and change is None:
+        return tfma.MetricConfig(class_name=name)
+    return tfma.MetricConfig(class_name=name, per_slice_thresholds=[_threshold(OVERALL, value, change)])
+
+
+def _multiclass_specs(num_classes: int, gates: GateConfig) -> list[tfma.MetricsSpec]:
+    floor = (
+        None
+        if gates.accuracy_floor is None
+        else tfma.GenericValueThreshold(lower_bound={"value": gates.accuracy_floor})
+    )
+    drop = tfma.GenericChangeThreshold(
+        absolute={"value": -gates.max_accuracy_drop}, direction=tfma.MetricDirection.HIGHER_IS_BETTER
+    )
+    classes = tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))})
+    macro_floor = tfma.GenericValueThreshold(lower_bound={"value": gates.macro_auc_floor})
+    # TFMA needs the classes' weights to average over them; every class counts alike in a macro average.
+    macro = tfma.AggregationOptions(macro_average=True, class_weights={k: 1.0 for k in range(num_classes)})
+    per_class = [tfma.MetricConfig(class_name=n) for n in ("Recall", "Precision", "AUC")]
+    counts = [tfma.MetricConfig(class_name=n) for n in ("ExampleCount", "WeightedExampleCount")]
+    return [
+        tfma.MetricsSpec(metrics=[_gated(MULTICLASS_ACCURACY, floor, drop), *counts]),
+        tfma.MetricsSpec(metrics=per_class, binarize=classes),
+        tfma.MetricsSpec(metrics=[_gated("AUC", macro_floor)], binarize=classes, aggregate=macro),
+        tfma.MetricsSpec(
+            metrics=[tfma.MetricConfig(class_name="AUC")], aggregate=tfma.AggregationOptions(micro_average=True)
+        ),
+    ]
+
+
+def _regression_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
+    ceiling = (
+        None if gates.mse_ceiling is None else tfma.GenericValueThreshold(upper_bound={"value": gates.mse_ceiling})
+    )
+    worse = tfma.GenericChangeThreshold(
+        relative={"value": gates.max_mse_increase}, direction=tfma.MetricDirection.LOWER_IS_BETTER
+    )
+    correlation = tfma.GenericValueThreshold(lower_bound={"value": gates.squared_correlation_floor})
+    metrics = [_gated("MeanSquaredError", ceiling, worse), _gated("SquaredPearsonCorrelation", correlation)]
+    for name in sorted(gates.value_ceilings):
+        metrics.append(_value_bounded(name, gates.value_floors.get(name), gates.value_ceilings[name]))
+    bounded = {m.class_name for m in metrics}
+    return metrics + [tfma.MetricConfig(class_name=n) for n in REGRESSION_REPORTED if n not in bounded]
+
+
+def build_metrics_specs(dataset: DatasetConfig, gates: GateConfig) -> list[tfma.MetricsSpec]:
+    """The task's metrics and thresholds (independent of the model: the unit tests run them on raw data)."""
+    if dataset.task == BINARY:
+        return [tfma.MetricsSpec(metrics=build_metrics(gates))]
+    if dataset.task == MULTICLASS:
+        return _multiclass_specs(dataset.label.num_classes, gates)
+    return [tfma.MetricsSpec(metrics=_regression_metrics(gates))]
+
+
 def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     low, high = gates.calibration_band
     metrics = [_auc_config(gates), _value_bounded("Calibration", low, high)]
@@ -61,20 +129,21 @@ def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
 
 
 def build_eval_config(dataset: DatasetConfig, gates: GateConfig) -> tfma.EvalConfig:
-    """AUC, AUC-PR, accuracy, precision, recall, calibration and count, overall and per slice.
+    """The task's metrics (module docstring), overall and per slice.
 
     Blessing: every value threshold holds and, when a champion exists, no change threshold fails.
     TFX adds the champion as the ``baseline`` model; change thresholds are skipped on a first run.
     """
+    spec = tfma.ModelSpec(
+        signature_name=SERVING_SIGNATURE,
+        preprocessing_function_names=[TRANSFORM_SIGNATURE],
+        label_key=dataset.eval_label_key,
+        prediction_key=prediction_output(dataset.task),
+    )
+    if dataset.label_weight_key:
+        spec.example_weight_key = dataset.label_weight_key
     return tfma.EvalConfig(
-        model_specs=[
-            tfma.ModelSpec(
-                signature_name=SERVING_SIGNATURE,
-                preprocessing_function_names=[TRANSFORM_SIGNATURE],
-                label_key=dataset.label_key,
-                prediction_key=PROBABILITIES_OUTPUT,
-            )
-        ],
+        model_specs=[spec],
         slicing_specs=[OVERALL] + [tfma.SlicingSpec(feature_keys=list(s)) for s in dataset.slices],
-        metrics_specs=[tfma.MetricsSpec(metrics=build_metrics(gates))],
+        metrics_specs=build_metrics_specs(dataset, gates),
     )

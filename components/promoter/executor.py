@@ -47,7 +47,7 @@ from torchtfx.components.shared.serving_layout import BatchingParams
 
 logger = logging.getLogger(__name__)
 
-_TAGGED_METRICS = ("auc", "auc_precision_recall", "binary_accuracy", "calibration", "example_count")
+_TAGGED_METRICS = frozenset(gate_results.REPORTED_METRICS) - {"precision", "recall", "weighted_example_count"}
 
 
 def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:
@@ -60,7 +60,8 @@ def _tags(
     overall = {}
     for (slice_, metric, _model, is_diff), value in gate_results.metric_values(evaluation_uri).items():
         if slice_ == "Overall" and not is_diff and metric in _TAGGED_METRICS and _model in ("", "candidate"):
-            overall[f"metric.{metric}"] = f"{value:.6f}"
+            # MLflow tag names allow no parentheses: auc(macro) -> metric.auc_macro
+            overall[f"metric.{metric.replace('(', '_').rstrip(')')}"] = f"{value:.6f}"
     return {
         "pipeline_run_id": run_id,
         "mlmd_execution_id": execution_id,

@@ -7,6 +7,23 @@ import dataclasses
 from google.protobuf import text_format
 
 BASELINE_MODEL_NAME = "baseline"
+# What the run report, the HTML report and the registry tags show, in this order; each task's Evaluator
+# computes its own subset (binary: auc ... calibration; multiclass: accuracy and the averaged AUCs;
+# regression: the error metrics), so filtering by presence picks the task's.
+REPORTED_METRICS = (
+    "auc", "auc_precision_recall", "binary_accuracy", "precision", "recall", "calibration",
+    "sparse_categorical_accuracy", "auc(macro)", "auc(micro)",
+    "mean_squared_error", "root_mean_squared_error", "mean_absolute_error", "squared_pearson_correlation",
+    "weighted_example_count", "example_count",
+)  # fmt: skip
+HEADLINE_METRICS = ("auc", "sparse_categorical_accuracy", "mean_squared_error")
+
+
+def reported(labels) -> list[str]:
+    """The labels to show, in REPORTED_METRICS order, then per-class recall (``recall[class_id=k]``)."""
+    present = set(labels)
+    per_class = sorted((m for m in present if m.startswith("recall[class_id=")), key=lambda m: int(m[16:-1]))
+    return [m for m in REPORTED_METRICS if m in present] + per_class
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,8 +52,23 @@ def slice_name(slice_key) -> str:
     return "Overall" if not key else ", ".join(f"{k}={v}" for k, v in key)
 
 
+def metric_label(key) -> str:
+    """A TFMA MetricKey as the report names it: ``auc``, ``recall[class_id=2]``, ``auc(macro)``. Per-class
+    and averaged metrics share a name; without the sub-key and aggregation they would overwrite each other."""
+    label = key.name
+    if key.HasField("sub_key"):
+        sub = key.sub_key
+        for field in ("class_id", "k", "top_k"):
+            if sub.HasField(field):
+                label += f"[{field}={getattr(sub, field).value}]"
+    if key.HasField("aggregation_type"):
+        aggregation = key.aggregation_type
+        label += "(macro)" if aggregation.macro_average else "(micro)" if aggregation.micro_average else "(weighted)"
+    return label
+
+
 def metric_values(evaluation_uri: str) -> dict[tuple[str, str, str, bool], float]:
-    """(slice, metric, model name, is_diff) -> value."""
+    """(slice, metric label, model name, is_diff) -> value."""
     import tensorflow_model_analysis as tfma
 
     values = {}
@@ -44,7 +76,7 @@ def metric_values(evaluation_uri: str) -> dict[tuple[str, str, str, bool], float
         name = slice_name(metrics_for_slice.slice_key)
         for kv in metrics_for_slice.metric_keys_and_values:
             if kv.value.HasField("double_value"):
-                values[(name, kv.key.name, kv.key.model_name, kv.key.is_diff)] = kv.value.double_value.value
+                values[(name, metric_label(kv.key), kv.key.model_name, kv.key.is_diff)] = kv.value.double_value.value
     return values
 
 
@@ -82,12 +114,13 @@ def gate_failures(evaluation_uri: str) -> list[GateFailure]:
         name = slice_name(per_slice.slice_key)
         for failure in per_slice.failures:
             key = failure.metric_key
+            label = metric_label(key)
             failures.append(
                 GateFailure(
-                    metric=key.name,
+                    metric=label,
                     slice=name,
-                    candidate=values.get((name, key.name, key.model_name, False)),
-                    champion=values.get((name, key.name, BASELINE_MODEL_NAME, False)),
+                    candidate=values.get((name, label, key.model_name, False)),
+                    champion=values.get((name, label, BASELINE_MODEL_NAME, False)),
                     threshold=_threshold_text(failure.metric_threshold),
                     is_change=key.is_diff,
                 )

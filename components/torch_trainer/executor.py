@@ -14,13 +14,16 @@ from tfx.utils import path_utils
 from torchtfx.components.shared.contracts import (
     CONVERSION_PROPERTY,
     DATASET_CONFIG_KEY,
-    EVAL_AUC_PROPERTY,
+    EVAL_METRIC_PROPERTY_PREFIX,
     MLFLOW_POLICY_KEY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
     MODEL_FACTORY_PROPERTY,
     NUM_WORKERS_PROPERTY,
     PARITY_PROPERTY,
+    PRECISION_DRIFT_PROPERTY,
+    SERVING_PRECISION_PROPERTY,
+    TASK_PROPERTY,
 )
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, resolve_tracking_uri, tracking_uri_or_none
 from torchtfx.components.shared.run_identity import run_identity
@@ -89,10 +92,15 @@ class Executor(base_executor.BaseExecutor):
         # As text: ML Metadata's sqlite store keeps doubles to 6 decimal places, which would turn a
         # parity of 1.2e-07 into 0.0.
         model.set_string_custom_property(PARITY_PROPERTY, f"{outcome.parity.max_abs_diff:.6e}")
-        model.set_float_custom_property(EVAL_AUC_PROPERTY, outcome.result.eval_auc)
+        model.set_string_custom_property(TASK_PROPERTY, dataset.task)
+        for name, value in outcome.result.eval_metrics.items():
+            model.set_float_custom_property(EVAL_METRIC_PROPERTY_PREFIX + name, value)
         model.set_int_custom_property(NUM_WORKERS_PROPERTY, outcome.result.world_size)
         model.set_string_custom_property(MODEL_FACTORY_PROPERTY, request.hparams.model.factory)
         model.set_string_custom_property(CONVERSION_PROPERTY, outcome.conversion)
+        model.set_string_custom_property(SERVING_PRECISION_PROPERTY, outcome.precision.served)
+        if outcome.precision.requested != "fp32":
+            model.set_string_custom_property(PRECISION_DRIFT_PROPERTY, outcome.precision.to_json())
         if outcome.result.mlflow_run_id:
             model.set_string_custom_property(MLFLOW_RUN_ID_PROPERTY, outcome.result.mlflow_run_id)
         logger.info("TorchTrainer step times (s): %s", {k: round(v, 1) for k, v in outcome.seconds.items()})

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -18,6 +21,12 @@ from torchtfx.components.torch_trainer.cluster.multinode import Staging, cluster
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityReport, enforce, measure_parity
+from torchtfx.components.torch_trainer.export.precision import (
+    DriftReport,
+    PrecisionVariantError,
+    build_reduced_precision_variant,
+    measure_drift,
+)
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
@@ -50,12 +59,31 @@ class TrainRequest:
 
 
 @dataclasses.dataclass(frozen=True)
+class PrecisionOutcome:
+    """Which precision ``Format-Serving`` holds, and why: the drift gate's figures, or why no variant exists."""
+
+    requested: str
+    served: str
+    drift: DriftReport | None = None
+    reason: str = ""
+
+    def to_json(self) -> str:
+        figures = json.loads(self.drift.to_json()) if self.drift else None
+        return json.dumps({"requested": self.requested, "served": self.served, "reason": self.reason,
+                           "drift": figures}, sort_keys=True)  # fmt: skip
+
+
+FP32 = PrecisionOutcome("fp32", "fp32")
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainOutcome:
     result: TrainResult
     parity: ParityReport
     layout: FeatureLayout
     seconds: dict[str, float]
     conversion: str = ""  # "<strategy>; repairs: <names>"
+    precision: PrecisionOutcome = FP32
 
 
 def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams) -> nn.Module:
@@ -126,9 +154,51 @@ def run(request: TrainRequest) -> TrainOutcome:
     model = load_torch_model(export_dir, layout, request.hparams)
     parity = measure_parity(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance)
     seconds["parity"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    # Only a model that passed parity in FP32 gets a reduced-precision variant; the gate compares with FP32.
+    precision = reduced_precision(request, tft_output, layout, export_dir) if parity.passed else FP32
+    seconds["precision"] = time.perf_counter() - tick
     if result.mlflow_run_id:
         tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
-        tracker.log_metrics({contracts.PARITY_PROPERTY: parity.max_abs_diff}, step=result.epochs_run)
+        metrics = {
+            contracts.PARITY_PROPERTY: parity.max_abs_diff,
+            **(precision.drift.to_metrics() if precision.drift else {}),
+        }
+        tracker.log_metrics(metrics, step=result.epochs_run)
         tracker.finish("FINISHED" if parity.passed else "FAILED")
     enforce(parity)
-    return TrainOutcome(result, parity, layout, seconds, converted)
+    return TrainOutcome(result, parity, layout, seconds, converted, precision)
+
+
+def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path) -> PrecisionOutcome:
+    """With ``serving.precision: fp16``, build the variant, measure it against the FP32 SavedModel on the
+    eval split, and swap it into ``Format-Serving`` only when every drift figure is within its limit."""
+    serving = request.hparams.serving
+    if serving.precision == "fp32":
+        return FP32
+    variant_dir = Path(request.work_dir) / f"serving-{serving.precision}"
+    try:
+        method = build_reduced_precision_variant(
+            export_dir / contracts.ONNX_FILE, tft_output, request.dataset, layout, variant_dir
+        )
+    except PrecisionVariantError as err:
+        logger.warning("No %s variant (%s); serving the FP32 model", serving.precision, err)
+        return PrecisionOutcome(serving.precision, "fp32", reason=str(err))
+    drift = measure_drift(request.serving_dir, str(variant_dir), request.raw_eval_uri, layout.task,
+                          serving.drift_limits, method)  # fmt: skip
+    logger.info("Precision drift of the %s variant vs FP32: %s", serving.precision, drift.summary())
+    if not drift.passed:
+        reason = "refused by the drift gate: " + "; ".join(drift.violations)
+        logger.warning("The %s variant was %s; serving the FP32 model", serving.precision, reason)
+        return PrecisionOutcome(serving.precision, "fp32", drift, reason)
+    _swap_in(variant_dir, Path(request.serving_dir))
+    return PrecisionOutcome(serving.precision, serving.precision, drift, "within the drift limits")
+
+
+def _swap_in(variant_dir: Path, serving_dir: Path) -> None:
+    """Replace the FP32 SavedModel with the variant: FP32 is renamed aside first, so at every moment one
+    complete SavedModel is at one of the two paths (the artifact is not published before the step ends)."""
+    aside = serving_dir.with_name(serving_dir.name + ".fp32")
+    os.replace(serving_dir, aside)
+    shutil.move(str(variant_dir), str(serving_dir))
+    shutil.rmtree(aside)

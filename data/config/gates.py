@@ -9,32 +9,54 @@ from typing import Any
 import pydantic
 
 from torchtfx.data.config.strict import ConfigError, StrictConfig
+from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION
 
-# Metrics that may carry extra value floors/ceilings: the names the run report prints -> TFMA metric classes.
-# A TFMA class name (``Precision``) is accepted too.
+# Metrics that may carry extra value floors/ceilings, per task: the names the run report prints -> TFMA
+# metric classes. A TFMA class name (``Precision``) is accepted too.
 BOUNDED_METRICS = {
     "auc_precision_recall": "AUCPrecisionRecall",
     "binary_accuracy": "BinaryAccuracy",
     "precision": "Precision",
     "recall": "Recall",
 }
+REGRESSION_BOUNDED_METRICS = {
+    "mean_absolute_error": "MeanAbsoluteError",
+    "root_mean_squared_error": "RootMeanSquaredError",
+}
+BOUNDED_BY_TASK = {BINARY: BOUNDED_METRICS, MULTICLASS: {}, REGRESSION: REGRESSION_BOUNDED_METRICS}
 # These have gates of their own; a floor in value_floors would be a second, conflicting one.
-_OWN_GATES = {"auc": "auc_floor", "calibration": "calibration_band"}
+_OWN_GATES = {
+    "auc": "auc_floor",
+    "calibration": "calibration_band",
+    "sparse_categorical_accuracy": "accuracy_floor",
+    "accuracy": "accuracy_floor",
+    "mean_squared_error": "mse_ceiling",
+    "squared_pearson_correlation": "squared_correlation_floor",
+}
+# Which gate fields belong to which task (the fields not listed apply to every task).
+TASK_GATES = {
+    BINARY: ("auc_floor", "max_auc_drop", "calibration_band", "slice_max_auc_drop"),
+    MULTICLASS: ("accuracy_floor", "macro_auc_floor", "max_accuracy_drop"),
+    REGRESSION: ("mse_ceiling", "squared_correlation_floor", "max_mse_increase"),
+}
 
 
 class GateConfigError(ConfigError):
     """The gates section of a config is malformed."""
 
 
+_ALL_BOUNDED = {**BOUNDED_METRICS, **REGRESSION_BOUNDED_METRICS}
+
+
 def _metric_class(name: str) -> str:
     key = str(name).strip()
-    by_class = {v: v for v in BOUNDED_METRICS.values()}
+    by_class = {v: v for v in _ALL_BOUNDED.values()}
     lowered = key.lower()
     if lowered in _OWN_GATES:
         raise ValueError(f"'{key}' has its own gate: set {_OWN_GATES[lowered]} instead")
-    found = BOUNDED_METRICS.get(lowered) or by_class.get(key)
+    found = _ALL_BOUNDED.get(lowered) or by_class.get(key)
     if found is None:
-        raise ValueError(f"unknown metric {key!r}; metrics that take a floor or ceiling: {', '.join(BOUNDED_METRICS)}")
+        raise ValueError(f"unknown metric {key!r}; metrics that take a floor or ceiling: {', '.join(_ALL_BOUNDED)}")
     return found
 
 
@@ -49,6 +71,17 @@ class GateConfig(StrictConfig):
     value_ceilings: dict[str, float] = {}
     # change, per slice: {"payment_type": 0.05} (every value) or {"payment_type=Cash": 0.05}
     slice_max_auc_drop: dict[str, pydantic.NonNegativeFloat] = {}
+    # multiclass. value: macro-averaged one-vs-rest AUC (0.5 is chance), optional accuracy floor;
+    # change: accuracy may fall this far below the champion's
+    macro_auc_floor: float = pydantic.Field(0.7, ge=0.0, le=1.0)
+    accuracy_floor: float | None = pydantic.Field(None, ge=0.0, le=1.0)
+    max_accuracy_drop: float = pydantic.Field(0.01, ge=0.0)
+    # regression. value: squared Pearson correlation of predictions and targets (scale-free; 0 = no signal),
+    # optional MSE ceiling (in the target's units squared); change: MSE may exceed the champion's by this
+    # fraction (0.05: at most 5% worse), relative because an absolute MSE depends on the target's scale
+    squared_correlation_floor: float = pydantic.Field(0.1, ge=0.0, le=1.0)
+    mse_ceiling: pydantic.PositiveFloat | None = None
+    max_mse_increase: float = pydantic.Field(0.05, ge=0.0)
 
     @pydantic.field_validator("calibration_band")
     @classmethod
@@ -72,8 +105,23 @@ class GateConfig(StrictConfig):
         return self
 
     def problems_for(self, task: str) -> list[str]:
-        """Gates set that do not apply to ``task`` (filled in per task by the TFMA work)."""
-        return []
+        """Gates set for another task than ``task`` (compared with their defaults, so that a JSON round trip
+        passes), and floors or ceilings on metrics the task does not compute."""
+        own = ", ".join(TASK_GATES[task])
+        problems = [
+            f"gates.{name} applies to {other} tasks only; for a {task} task use {own}"
+            for other, names in TASK_GATES.items()
+            if other != task
+            for name in names
+            if getattr(self, name) != self.default_of(name)
+        ]
+        allowed = set(BOUNDED_BY_TASK[task].values())
+        for field in ("value_floors", "value_ceilings"):
+            stray = sorted(m for m in getattr(self, field) if m not in allowed)
+            if stray:
+                names = ", ".join(BOUNDED_BY_TASK[task]) or "none (use the task's own gates)"
+                problems.append(f"gates.{field} names {', '.join(stray)}, not a {task} metric; {task} takes: {names}")
+        return problems
 
     def with_overrides(self, **overrides: Any) -> GateConfig:
         """The gates with the command line's overrides (``None``: not given, keep the config's value)."""

@@ -9,8 +9,6 @@ from torchtfx.components.shared import contracts
 from torchtfx.pipeline.reporting.html_report import build_report
 from torchtfx.pipeline.reporting.summary import RunSummary, slice_metrics
 
-_SHOWN = ("auc", "auc_precision_recall", "binary_accuracy", "precision", "recall", "calibration", "example_count")
-
 
 def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     """Print the run's outcome; returns False when the candidate was rejected by a gate."""
@@ -23,13 +21,16 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     if evaluation is not None:
         metrics = slice_metrics(evaluation.uri)
         overall = {k: v for k, v in metrics.get("Overall", {}).items()}
-        shown = ", ".join(f"{k}={overall[k]:.4f}" for k in _SHOWN if k in overall)
+        shown = ", ".join(f"{k}={overall[k]:.4f}" for k in gate_results.reported(overall))
         click.echo(f"Evaluation (eval split, overall, candidate): {shown}")
         click.echo(f"  slices evaluated: {len(metrics)}; full results: {evaluation.uri}")
         failures = gate_results.gate_failures(evaluation.uri)
     parity = "n/a" if summary.parity is None else f"{summary.parity:.3g}"
     click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {parity}")
     click.echo(f"DDP workers: {summary.ddp_workers}")
+    precision = precision_line(summary)
+    if precision:
+        click.echo(precision)
     click.echo(f"MLflow run: {summary.mlflow_run_id} at {settings.mlflow_default_uri}")
     click.echo(f"  browse: mlflow ui --backend-store-uri {settings.mlflow_default_uri}")
     click.echo(f"Report: {build_report(summary, settings.root, settings.mlflow_default_uri)}")
@@ -38,3 +39,14 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
         return True
     click.echo(gate_results.summary(failures), err=True)
     return False
+
+
+def precision_line(summary: RunSummary) -> str | None:
+    """What the drift gate decided about a reduced-precision variant (None when none was asked for)."""
+    outcome = summary.precision_drift
+    if not outcome:
+        return None
+    served, requested = outcome["served"], outcome["requested"]
+    drift = outcome.get("drift") or {}
+    figures = f"max |Δ| {drift['max_abs_diff']:.3g}, mean {drift['mean_abs_diff']:.3g}; " if drift else ""
+    return f"Serving precision: {served} (asked for {requested}; {figures}{outcome['reason']})"

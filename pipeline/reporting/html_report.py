@@ -12,15 +12,7 @@ from torchtfx.components.shared import contracts
 from torchtfx.pipeline.reporting.summary import RunSummary
 
 REPORT_FILE = "report.html"
-_TABLE_METRICS = (
-    "auc",
-    "auc_precision_recall",
-    "binary_accuracy",
-    "precision",
-    "recall",
-    "calibration",
-    "example_count",
-)
+_BOUNDED = {"auc", "sparse_categorical_accuracy"}  # plotted on [0, 1]
 
 
 def report_dir(pipeline_root: Path, run_id: str) -> Path:
@@ -40,8 +32,9 @@ def _metrics_table(values: dict) -> tuple[list[str], dict[tuple[str, str], dict[
     """(slices, {(slice, metric): {"candidate": v, "champion": v}})."""
     table: dict[tuple[str, str], dict[str, float]] = {}
     slices: list[str] = []
+    shown = set(gate_results.reported(m for _, m, _, _ in values))
     for (slice_, metric, model, is_diff), value in values.items():
-        if is_diff or metric not in _TABLE_METRICS:
+        if is_diff or metric not in shown:
             continue
         role = "champion" if model == gate_results.BASELINE_MODEL_NAME else "candidate"
         table.setdefault((slice_, metric), {})[role] = value
@@ -51,17 +44,20 @@ def _metrics_table(values: dict) -> tuple[list[str], dict[tuple[str, str], dict[
     return slices, table
 
 
-def _plot_auc_by_slice(slices, table, path: Path) -> None:
+def _plot_by_slice(slices, table, metric: str, path: Path) -> None:
+    """The task's headline metric (AUC, accuracy or MSE) per slice, candidate beside champion."""
     plt = _pyplot()
-    shown = [s for s in slices if (s, "auc") in table][:30]
+    shown = [s for s in slices if (s, metric) in table][:30]
     fig, ax = plt.subplots(figsize=(10, max(3, 0.3 * len(shown))))
     ys = range(len(shown))
-    ax.barh([y + 0.2 for y in ys], [table[(s, "auc")].get("candidate", 0) for s in shown], 0.4, label="candidate")
-    if any("champion" in table[(s, "auc")] for s in shown):
-        ax.barh([y - 0.2 for y in ys], [table[(s, "auc")].get("champion", 0) for s in shown], 0.4, label="champion")
+    ax.barh([y + 0.2 for y in ys], [table[(s, metric)].get("candidate", 0) for s in shown], 0.4, label="candidate")
+    if any("champion" in table[(s, metric)] for s in shown):
+        ax.barh([y - 0.2 for y in ys], [table[(s, metric)].get("champion", 0) for s in shown], 0.4, label="champion")
     ax.set_yticks(list(ys), shown)
     ax.invert_yaxis()
-    ax.set(xlabel="AUC", title="AUC per slice", xlim=(0, 1))
+    ax.set(xlabel=metric, title=f"{metric} per slice")
+    if metric in _BOUNDED:
+        ax.set_xlim(0, 1)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -140,7 +136,7 @@ def _cell(cell: dict[str, float] | None) -> str:
 
 def _table_html(slices, table) -> str:
     """One row per slice; each cell is the candidate's value and its change vs the champion."""
-    metrics = [m for m in _TABLE_METRICS if any((s, m) in table for s in slices)]
+    metrics = gate_results.reported(m for _, m in table)
     head = "<tr><th>slice</th>" + "".join(f"<th>{m}</th>" for m in metrics) + "</tr>"
     rows = [
         f"<tr><td>{html.escape(slice_)}</td>" + "".join(_cell(table.get((slice_, m))) for m in metrics) + "</tr>"
@@ -159,8 +155,11 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
     if evaluation is not None:
         values = gate_results.metric_values(evaluation.uri)
         slices, table = _metrics_table(values)
-        _plot_auc_by_slice(slices, table, out / "auc_by_slice.png")
-        sections.append('<h2>Candidate vs champion</h2><img src="auc_by_slice.png">')
+        headline = next((m for m in gate_results.HEADLINE_METRICS if ("Overall", m) in table), None)
+        if headline:
+            # The file keeps its name for every task: links to it outlive a change of task.
+            _plot_by_slice(slices, table, headline, out / "auc_by_slice.png")
+            sections.append('<h2>Candidate vs champion</h2><img src="auc_by_slice.png">')
         sections.append(_table_html(slices, table))
         if _plot_calibration(evaluation.uri, out / "calibration.png"):
             sections.append('<h2>Calibration</h2><img src="calibration.png">')
@@ -172,6 +171,8 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
         "<h2>Parity</h2><p>max |SavedModel - PyTorch| over the eval split: "
         f"{'n/a' if summary.parity is None else f'{summary.parity:.3g}'}</p>"
     )
+    if summary.precision_drift:
+        sections.append(_precision_html(summary.precision_drift))
     stages = "".join(f"<tr><td>{s.node}</td><td>{s.state}</td><td>{s.seconds:.1f}</td></tr>" for s in summary.stages)
     sections.append(f"<h2>Stages</h2><table><tr><th>component</th><th>state</th><th>s</th></tr>{stages}</table>")
     style = "body{font-family:sans-serif;margin:2em}td,th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:left}"
@@ -180,6 +181,22 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
         f"<html><head><meta charset='utf-8'><style>{style}</style></head><body>{''.join(sections)}</body></html>"
     )
     return path
+
+
+def _precision_html(outcome: dict) -> str:
+    """The drift gate's verdict on the reduced-precision variant, with every figure it measured."""
+    drift = outcome.get("drift") or {}
+    rows = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{html.escape(str(v))}</td></tr>"
+        for k, v in sorted(drift.items())
+        if k not in ("limits", "violations")
+    )
+    limits = html.escape(str(drift.get("limits", {})))
+    return (
+        f"<h2>Serving precision</h2><p>served <b>{html.escape(outcome['served'])}</b> (asked for "
+        f"{html.escape(outcome['requested'])}): {html.escape(outcome['reason'])}</p>"
+        f"<table>{rows}</table><p><small>limits: {limits}</small></p>"
+    )
 
 
 def _outcome_html(summary: RunSummary) -> str:

@@ -21,12 +21,22 @@ _DTYPES = {1: tf.float32, 2: tf.uint8, 3: tf.int8, 5: tf.int16, 6: tf.int32, 7: 
 
 
 class Node:
-    def __init__(self, proto) -> None:
+    """An ONNX node; ``float_dtype`` is what the graph's float32 computes in (float16: a reduced-precision
+    network, whose constants and ``Cast(to=FLOAT)`` results are float16 too)."""
+
+    def __init__(self, proto, float_dtype: tf.DType = tf.float32) -> None:
         self.proto, self.name, self.op_type = proto, proto.name, proto.op_type
         self.attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+        self.float_dtype = float_dtype
 
     def attr(self, key: str, default=None):
         return self.attrs.get(key, default)
+
+    def constant(self, value: np.ndarray) -> tf.Tensor:
+        """``value`` as a tensor, float32 values in :attr:`float_dtype`."""
+        if value.dtype == np.float32 and self.float_dtype != tf.float32:
+            value = value.astype(self.float_dtype.as_numpy_dtype)
+        return tf.constant(value)
 
 
 def op(*names: str) -> Callable[[Handler], Handler]:
@@ -279,7 +289,8 @@ def _where(node, x):
 
 @op("Cast")
 def _cast(node, x):
-    return [tf.cast(x[0], _DTYPES[node.attr("to")])]
+    dtype = _DTYPES[node.attr("to")]
+    return [tf.cast(x[0], node.float_dtype if dtype == tf.float32 else dtype)]
 
 
 @op("Shape")
@@ -351,6 +362,10 @@ def _top_k(node, x):
 
 @op("Range")
 def _range(node, x):
+    if x[0].dtype == tf.float16:
+        # TF 2.16 has no float16 Range: tf.range asserts on the dtype, and the raw op has no CPU kernel
+        # ("No OpKernel was registered to support Op 'Range' ... Tidx=DT_HALF"); count in float32.
+        return [tf.cast(tf.range(*(tf.cast(t, tf.float32) for t in x[:3])), tf.float16)]
     return [tf.range(x[0], x[1], x[2])]
 
 
@@ -358,15 +373,15 @@ def _range(node, x):
 def _constant_of_shape(node, x):
     value = node.attr("value")
     fill = numpy_helper.to_array(value).reshape(-1)[0] if value is not None else np.float32(0)
-    return [tf.fill(tf.cast(x[0], tf.int64), tf.constant(fill))]
+    return [tf.fill(tf.cast(x[0], tf.int64), node.constant(np.asarray(fill)))]
 
 
 @op("Constant")
 def _constant(node, x):
     if "value" in node.attrs:
-        return [tf.constant(numpy_helper.to_array(node.proto.attribute[0].t))]
+        return [node.constant(numpy_helper.to_array(node.proto.attribute[0].t))]
     for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
                        ("value_ints", np.int64)):  # fmt: skip
         if key in node.attrs:
-            return [tf.constant(np.array(node.attrs[key], dtype))]
+            return [node.constant(np.array(node.attrs[key], dtype))]
     raise ValueError(f"Constant without a supported value attribute: {sorted(node.attrs)}")

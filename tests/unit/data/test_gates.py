@@ -41,3 +41,29 @@ def test_overrides_replace_only_what_was_given():
     assert (changed.auc_floor, changed.max_auc_drop, changed.value_floors) == (0.9, 0.01, {"Precision": 0.5})
     with pytest.raises(GateConfigError, match="auc_floor"):
         gates.with_overrides(auc_floor=3.0)
+
+
+@pytest.mark.parametrize(
+    ("task", "gates", "message"),
+    [
+        ("regression", {"auc_floor": 0.8}, "gates.auc_floor applies to binary tasks only; for a regression task use"),
+        ("binary", {"max_mse_increase": 0.2}, "gates.max_mse_increase applies to regression tasks only"),
+        ("regression", {"max_accuracy_drop": 0.0}, "gates.max_accuracy_drop applies to multiclass tasks only"),
+        ("multiclass", {"value_floors": {"precision": 0.5}}, "gates.value_floors names Precision, not a multiclass"),
+        ("regression", {"value_ceilings": {"recall": 0.9}}, "regression takes: mean_absolute_error, root_mean_sq"),
+    ],
+)
+def test_a_gate_for_another_task_is_refused_naming_the_task_s_own_gates(task, gates, message):
+    assert any(message in p for p in GateConfig(**gates).problems_for(task))
+
+
+def test_each_task_s_own_gates_pass_and_regression_ceilings_take_error_metrics():
+    assert GateConfig(accuracy_floor=0.6, max_accuracy_drop=0.02).problems_for("multiclass") == []
+    gates = GateConfig(mse_ceiling=4.0, value_ceilings={"mean_absolute_error": 1.5})
+    assert gates.problems_for("regression") == [] and gates.value_ceilings == {"MeanAbsoluteError": 1.5}
+    assert GateConfig().problems_for("binary") == GateConfig().problems_for("regression") == []
+
+
+def test_own_gates_of_new_tasks_cannot_be_set_twice():
+    with pytest.raises(GateConfigError, match="'mean_squared_error' has its own gate: set mse_ceiling"):
+        GateConfig(value_ceilings={"mean_squared_error": 2.0})

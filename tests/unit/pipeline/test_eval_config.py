@@ -3,6 +3,7 @@ which thresholds bless a candidate."""
 
 from __future__ import annotations
 
+import pytest
 import tensorflow_model_analysis as tfma
 
 from torchtfx.data.config.dataset import PROJECT_ROOT, load_dataset_config
@@ -74,3 +75,88 @@ def test_per_slice_auc_drops_are_change_thresholds_on_those_slices(taxi_cfg):
     assert drops == [-0.05, -0.02]
     assert any(t.slicing_specs[0].feature_values == {"payment_type": "Cash"} for t in auc.per_slice_thresholds)
     assert any(list(t.slicing_specs[0].feature_keys) == ["payment_type"] for t in auc.per_slice_thresholds)
+
+
+# -- multiclass and regression: the metric specs run by TFMA itself, on hand-computable rows --------------------
+def _computed(dataset, gates, frame, tmp_path):
+    """TFMA's own metrics and validation on ``frame`` (columns label, prediction, weight), no model."""
+    from torchtfx.pipeline.eval_config import build_metrics_specs
+
+    spec = tfma.ModelSpec(label_key="label", prediction_key="prediction", example_weight_key="weight")
+    specs = build_metrics_specs(dataset, gates)
+    for metric in (m for s in specs for m in s.metrics):  # no champion here: TFMA refuses change thresholds
+        for per_slice in metric.per_slice_thresholds:
+            per_slice.threshold.ClearField("change_threshold")
+    config = tfma.EvalConfig(model_specs=[spec], slicing_specs=[tfma.SlicingSpec()], metrics_specs=specs)
+    tfma.analyze_raw_data(frame, config, output_path=str(tmp_path))
+    values = {}
+    for per_slice in tfma.load_metrics(str(tmp_path)):
+        for kv in per_slice.metric_keys_and_values:
+            sub = kv.key.sub_key.class_id.value if kv.key.sub_key.HasField("class_id") else None
+            aggregation = "macro" if kv.key.aggregation_type.macro_average else None
+            aggregation = "micro" if kv.key.aggregation_type.micro_average else aggregation
+            if kv.value.HasField("double_value"):
+                values[(kv.key.name, sub, aggregation)] = kv.value.double_value.value
+    failed = sorted({f.metric_key.name for s in tfma.load_validation_result(str(tmp_path)).metric_validations_per_slice
+                     for f in s.failures})  # fmt: skip
+    return values, failed
+
+
+def _multiclass_frame():
+    import numpy as np
+    import pandas as pd
+
+    rows = [([0.7, 0.2, 0.1], 0, 1.0), ([0.2, 0.7, 0.1], 1, 1.0), ([0.5, 0.3, 0.2], 2, 1.0),
+            ([0.1, 0.8, 0.1], 1, 1.0), ([0.1, 0.1, 0.8], 0, 0.0)]  # fmt: skip
+    return pd.DataFrame({"prediction": [np.array(p) for p, _, _ in rows], "label": [y for _, y, _ in rows],
+                         "weight": [w for *_, w in rows]})  # fmt: skip
+
+
+def test_multiclass_accuracy_per_class_recall_and_averaged_auc_with_refused_rows_weighted_out(tmp_path):
+    dataset = load_dataset_config("taxi_payment")
+    values, failed = _computed(dataset, GateConfig(accuracy_floor=0.8), _multiclass_frame(), tmp_path)
+    # 3 of the 4 weighted rows are right; the weight-0 row (predicted 2, label 0) would make it 3 of 5.
+    assert values[("sparse_categorical_accuracy", None, None)] == pytest.approx(0.75)
+    assert values[("weighted_example_count", None, None)] == pytest.approx(4.0)
+    assert values[("recall", 0, None)] == pytest.approx(1.0) and values[("recall", 2, None)] == pytest.approx(0.0)
+    assert values[("auc", None, "macro")] == pytest.approx(1.0, abs=0.01)
+    assert ("auc", None, "micro") in values and ("auc", 1, None) in values
+    assert failed == ["sparse_categorical_accuracy"]  # 0.75 < the 0.8 floor; macro AUC 1.0 >= 0.7
+
+
+def test_multiclass_gates_are_an_accuracy_drop_and_a_macro_auc_floor():
+    specs = build_eval_config(load_dataset_config("taxi_payment"), GateConfig()).metrics_specs
+    accuracy = next(m for s in specs for m in s.metrics if m.class_name == "SparseCategoricalAccuracy")
+    (threshold,) = accuracy.per_slice_thresholds
+    change = threshold.threshold.change_threshold
+    assert change.absolute.value == -0.01 and change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
+    assert not threshold.threshold.HasField("value_threshold")  # no accuracy floor unless configured
+    macro = next(s for s in specs if s.aggregate.macro_average)
+    assert macro.metrics[0].per_slice_thresholds[0].threshold.value_threshold.lower_bound.value == 0.7
+    assert list(macro.binarize.class_ids.values) == [0, 1, 2]
+
+
+def test_regression_error_metrics_lower_is_better_and_a_correlation_floor(tmp_path):
+    import pandas as pd
+
+    dataset = load_dataset_config("taxi_tips")
+    frame = pd.DataFrame({"label": [1.0, 2.0, 3.0, 4.0, 100.0], "prediction": [1.5, 2.0, 2.0, 5.0, 0.0],
+                          "weight": [1.0, 1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    values, failed = _computed(dataset, GateConfig(mse_ceiling=0.5), frame, tmp_path)
+    assert values[("mean_squared_error", None, None)] == pytest.approx((0.25 + 0 + 1 + 1) / 4)
+    assert values[("mean_absolute_error", None, None)] == pytest.approx((0.5 + 0 + 1 + 1) / 4)
+    assert values[("root_mean_squared_error", None, None)] == pytest.approx((2.25 / 4) ** 0.5)
+    assert failed == ["mean_squared_error"]  # 0.5625 above the 0.5 ceiling
+    mse = next(m for m in build_eval_config(dataset, GateConfig()).metrics_specs[0].metrics
+               if m.class_name == "MeanSquaredError")  # fmt: skip
+    change = mse.per_slice_thresholds[0].threshold.change_threshold
+    assert change.relative.value == 0.05 and change.direction == tfma.MetricDirection.LOWER_IS_BETTER
+
+
+def test_model_spec_per_task_uses_the_eval_label_the_prediction_output_and_the_label_weight():
+    (multi,) = build_eval_config(load_dataset_config("taxi_payment"), GateConfig()).model_specs
+    assert (multi.label_key, multi.prediction_key) == ("payment_class_xf", "probabilities")
+    assert multi.example_weight_key == "payment_class_weight_xf"
+    (reg,) = build_eval_config(load_dataset_config("taxi_tips"), GateConfig()).model_specs
+    assert (reg.label_key, reg.prediction_key) == ("tip_dollars_original_xf", "predictions")
+    assert reg.example_weight_key == "tip_dollars_weight_xf"

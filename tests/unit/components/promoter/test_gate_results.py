@@ -92,3 +92,40 @@ def test_slices_are_named_and_values_keyed_by_slice_model_and_diff(tmp_path):
     assert values[("payment_type=Cash", "auc", "candidate", False)] == 0.61
     assert values[("Overall", "auc", "candidate", False)] == 0.93
     assert gate_results.gate_failures(uri) == [] and gate_results.summary([]) == "All gates passed."
+
+
+def test_per_class_and_averaged_metrics_keep_their_own_values_and_a_relative_mse_gate_reads_right(tmp_path):
+    def keyed(name: str, value: float, model: str = "candidate", class_id=None, macro=False):
+        slice_key, kv = _value(OVERALL, name, value, model)
+        if class_id is not None:
+            kv.key.sub_key.class_id.value = class_id
+        if macro:
+            kv.key.aggregation_type.macro_average = True
+        return slice_key, kv
+
+    worse = tfma.MetricThreshold(
+        change_threshold=tfma.GenericChangeThreshold(
+            relative={"value": 0.05}, direction=tfma.MetricDirection.LOWER_IS_BETTER
+        )
+    )
+    floor = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.7}))
+    macro_failure = _failure("auc", floor)
+    macro_failure.metric_key.aggregation_type.macro_average = True
+    values = [
+        keyed("recall", 0.9, class_id=0), keyed("recall", 0.2, class_id=2),
+        keyed("auc", 0.65, macro=True), keyed("auc", 0.8, model="baseline", macro=True), keyed("auc", 0.99, class_id=1),
+        keyed("mean_squared_error", 1.30), keyed("mean_squared_error", 1.00, model="baseline"),
+    ]  # fmt: skip
+    uri = _write_evaluation(
+        tmp_path, values, [(OVERALL, macro_failure), (OVERALL, _failure("mean_squared_error", worse, True))]
+    )
+
+    measured = gate_results.metric_values(uri)
+    assert measured[("Overall", "recall[class_id=0]", "candidate", False)] == 0.9
+    assert measured[("Overall", "recall[class_id=2]", "candidate", False)] == 0.2
+    assert measured[("Overall", "auc(macro)", "candidate", False)] == 0.65
+    auc, mse = gate_results.gate_failures(uri)
+    assert (auc.metric, auc.candidate, auc.champion) == ("auc(macro)", 0.65, 0.8)
+    assert (mse.metric, mse.candidate, mse.champion, mse.is_change) == ("mean_squared_error", 1.3, 1.0, True)
+    assert mse.threshold == "candidate / champion - 1 <= 0.05"
+    assert "mean_squared_error" in gate_results.summary([auc, mse])

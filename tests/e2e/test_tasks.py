@@ -1,0 +1,121 @@
+"""Multiclass and regression end to end through ``torchtfx run``, as a user runs them: the shipped
+``taxi_payment`` (payment type, 3 classes) and ``taxi_tips`` (tip in dollars, log1p target) datasets on a
+small sample, gated by TFMA, promoted, served in a TensorFlow-only process; then a one-step candidate that
+the change gate against the champion must refuse, naming the metric, with production untouched."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests import helpers
+from tests.e2e.test_pipeline import REJECTED, SAMPLE_ROWS, torchtfx
+from torchtfx.components.shared.mlflow_client import Registry
+from torchtfx.data.config.dataset import load_dataset_config
+
+pytestmark = pytest.mark.e2e
+
+
+def _run(root: Path, dataset: str, *args: str):
+    return torchtfx("--dataset", dataset, "--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
+                    "--serving-dir", str(root / "serving"), *args)  # fmt: skip
+
+
+def _registry(root: Path, dataset: str) -> Registry:
+    return Registry(f"sqlite:///{root / 'pipeline' / 'mlflow' / 'mlflow.db'}", f"torchtfx-{dataset}")
+
+
+@pytest.fixture(scope="module", params=["taxi_payment", "taxi_tips"])
+def task_run(request, tmp_path_factory, taxi_csv):
+    dataset = request.param
+    root = tmp_path_factory.mktemp(dataset)
+    rows = helpers.csv_rows(taxi_csv, SAMPLE_ROWS)
+    helpers.write_sample(rows, root / "data", list(rows[0]))
+    proc = _run(root, dataset, "--epochs", "6")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return dataset, root, rows, proc
+
+
+def _requests(root: Path, rows, dataset: str) -> Path:
+    cfg = load_dataset_config(dataset)
+    schema = helpers.read_schema(cfg.schema_path)
+    path = root / "requests.tfrecord"
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for row in rows[:32]:
+            request = {k: v for k, v in row.items() if k not in cfg.label.raw_columns}  # no label when serving
+            writer.write(helpers.row_to_example(request, schema).SerializeToString())
+    return path
+
+
+SERVE = {
+    "taxi_payment": """
+        out = serve(examples=batch)
+        assert sorted(out) == ["classes", "probabilities"], sorted(out)
+        probs, classes = out["probabilities"].numpy(), out["classes"].numpy()
+        assert probs.shape == (32, 3) and classes.shape == (32, 3), (probs.shape, classes.shape)
+        assert abs(probs.sum(axis=1) - 1).max() < 1e-4
+        print("classes", sorted(c.decode() for c in classes[0]))
+    """,
+    "taxi_tips": """
+        out = serve(examples=batch)
+        assert sorted(out) == ["predictions"], sorted(out)
+        dollars = out["predictions"].numpy()
+        assert dollars.shape == (32,) and (dollars > -1).all(), dollars
+        print("mean predicted tip", float(dollars.mean()))
+    """,
+}
+
+
+def test_each_task_runs_every_component_is_gated_and_promoted(task_run):
+    dataset, root, _, proc = task_run
+    summary = helpers.metadata(root / "pipeline")
+    assert all(s.state == "COMPLETE" for s in summary.stages), summary.stages
+    assert summary.task == ("multiclass" if dataset == "taxi_payment" else "regression")
+    assert summary.blessed is True and summary.pushed_to
+    assert summary.parity is not None
+    assert (root / "serving" / "1" / "saved_model.pb").is_file()
+    assert _registry(root, dataset).serving_version("champion") == 1
+    assert f"{REJECTED_METRIC[dataset]}=" in proc.stdout  # the run report leads with the task's metrics
+
+
+def test_the_pushed_model_serves_the_documented_outputs_in_a_tensorflow_only_process(task_run):
+    dataset, root, rows, _ = task_run
+    requests = _requests(root, rows, dataset)
+    script = f"""
+import sys
+import tensorflow as tf
+model = tf.saved_model.load({str(root / "serving" / "1")!r})
+serve = model.signatures["serving_default"]
+batch = tf.constant([r.numpy() for r in tf.data.TFRecordDataset({str(requests)!r})])
+{textwrap.dedent(SERVE[dataset])}
+leaked = [m for m in ("torch", "tensorflow_transform", "onnx2tf") if m in sys.modules]
+assert not leaked, leaked
+print("served")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "served" in proc.stdout
+    if dataset == "taxi_payment":
+        assert "classes ['Cash', 'Credit Card', 'No Charge']" in proc.stdout
+
+
+REJECTED_METRIC = {"taxi_payment": "accuracy", "taxi_tips": "mean_squared_error"}
+
+
+def test_a_worse_candidate_is_rejected_by_the_change_gate_naming_the_metric(task_run):
+    dataset, root, _, _ = task_run
+    before = helpers.tree_digest(root / "serving")
+    champion = _registry(root, dataset).alias_version("champion").version
+    proc = _run(root, dataset, "--epochs", "1", "--batch-size", "100000")  # one optimizer step
+    assert proc.returncode == REJECTED, proc.stderr[-3000:]
+    assert "Candidate REJECTED" in proc.stderr
+    failed = [line for line in proc.stderr.splitlines() if "change gate" in line]
+    assert any(REJECTED_METRIC[dataset] in line for line in failed), proc.stderr[-3000:]
+    assert helpers.tree_digest(root / "serving") == before
+    assert _registry(root, dataset).alias_version("champion").version == champion
