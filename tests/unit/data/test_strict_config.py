@@ -50,7 +50,8 @@ def test_unknown_dataset_keys_are_refused_with_their_path_and_the_allowed_keys(t
 
 def test_unknown_gate_keys_are_refused(tmp_path):
     path = _write(tmp_path, TAXI_YAML + "gates:\n  auc_flor: 0.8\n")
-    with pytest.raises(DatasetConfigError, match=r"unknown key gates\.auc_flor; allowed keys here: accuracy_floor, auc_floor, "):
+    allowed = r"unknown key gates\.auc_flor; allowed keys here: accuracy_floor, auc_floor, "
+    with pytest.raises(DatasetConfigError, match=allowed):
         load_dataset_config(path)
 
 
