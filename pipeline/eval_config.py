@@ -3,9 +3,10 @@
 - binary: AUC (floor, drop vs champion, per-slice drops), calibration band, AUC-PR, accuracy, precision,
   recall, calibration plot.
 - multiclass: accuracy (optional floor, drop vs champion), one-vs-rest AUC macro-averaged (floor) and
-  micro-averaged, and recall, precision and AUC per class (``class_id`` sub-keys).
-- regression: MSE (optional ceiling, relative increase vs champion), MAE, RMSE (lower is better), and the
-  squared Pearson correlation (floor).
+  micro-averaged, and recall, precision and AUC per class (``class_id`` sub-keys; optional floors or
+  ceilings on recall and precision hold for every class).
+- regression: MSE (optional ceiling, relative increase vs champion), MAE, RMSE (lower is better; optional
+  ceilings), and the squared Pearson correlation (floor).
 Multiclass and regression weigh rows by the label weight: a refused label counts for nothing.
 """
 
@@ -21,6 +22,7 @@ from torchtfx.data.config.task import BINARY, MULTICLASS
 
 REPORTED_METRICS = ("ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall", "CalibrationPlot")
 MULTICLASS_ACCURACY = "SparseCategoricalAccuracy"
+MULTICLASS_PER_CLASS = ("Recall", "Precision", "AUC")  # one value per class_id
 REGRESSION_REPORTED = ("ExampleCount", "WeightedExampleCount", "MeanAbsoluteError", "RootMeanSquaredError")
 OVERALL = tfma.SlicingSpec()
 
@@ -79,15 +81,22 @@ def _multiclass_specs(num_classes: int, gates: GateConfig) -> list[tfma.MetricsS
         absolute={"value": -gates.max_accuracy_drop}, direction=tfma.MetricDirection.HIGHER_IS_BETTER
     )
     classes = tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))})
+    # A threshold in a binarized spec holds for every class: value_floors {recall: 0.5} is a per-class floor.
+    per_class = [
+        _value_bounded(n, gates.value_floors.get(n), gates.value_ceilings.get(n))
+        if n in gates.value_floors or n in gates.value_ceilings
+        else tfma.MetricConfig(class_name=n)
+        for n in MULTICLASS_PER_CLASS
+    ]
     macro_floor = tfma.GenericValueThreshold(lower_bound={"value": gates.macro_auc_floor})
     # TFMA needs the classes' weights to average over them; every class counts alike in a macro average.
+    # No ``binarize`` beside it: TFMA would apply the macro floor to every class's AUC as well.
     macro = tfma.AggregationOptions(macro_average=True, class_weights={k: 1.0 for k in range(num_classes)})
-    per_class = [tfma.MetricConfig(class_name=n) for n in ("Recall", "Precision", "AUC")]
     counts = [tfma.MetricConfig(class_name=n) for n in ("ExampleCount", "WeightedExampleCount")]
     return [
         tfma.MetricsSpec(metrics=[_gated(MULTICLASS_ACCURACY, floor, drop), *counts]),
         tfma.MetricsSpec(metrics=per_class, binarize=classes),
-        tfma.MetricsSpec(metrics=[_gated("AUC", macro_floor)], binarize=classes, aggregate=macro),
+        tfma.MetricsSpec(metrics=[_gated("AUC", macro_floor)], aggregate=macro),
         tfma.MetricsSpec(
             metrics=[tfma.MetricConfig(class_name="AUC")], aggregate=tfma.AggregationOptions(micro_average=True)
         ),
@@ -103,8 +112,8 @@ def _regression_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     )
     correlation = tfma.GenericValueThreshold(lower_bound={"value": gates.squared_correlation_floor})
     metrics = [_gated("MeanSquaredError", ceiling, worse), _gated("SquaredPearsonCorrelation", correlation)]
-    for name in sorted(gates.value_ceilings):
-        metrics.append(_value_bounded(name, gates.value_floors.get(name), gates.value_ceilings[name]))
+    # Error metrics take ceilings only (GateConfig refuses a floor on them for a regression task).
+    metrics += [_value_bounded(name, None, gates.value_ceilings[name]) for name in sorted(gates.value_ceilings)]
     bounded = {m.class_name for m in metrics}
     return metrics + [tfma.MetricConfig(class_name=n) for n in REGRESSION_REPORTED if n not in bounded]
 

@@ -35,7 +35,9 @@ def task_run(request, tmp_path_factory, taxi_csv):
     root = tmp_path_factory.mktemp(dataset)
     rows = helpers.csv_rows(taxi_csv, SAMPLE_ROWS)
     helpers.write_sample(rows, root / "data", list(rows[0]))
-    proc = _run(root, dataset, "--epochs", "6")
+    # The multiclass run also asks for FP16 serving: the drift gate measures the variant on the eval split.
+    fp16 = ("--serving-precision", "fp16") if dataset == "taxi_payment" else ()
+    proc = _run(root, dataset, "--epochs", "6", *fp16)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return dataset, root, rows, proc
 
@@ -82,6 +84,13 @@ def test_each_task_runs_every_component_is_gated_and_promoted(task_run):
     assert (root / "serving" / "1" / "saved_model.pb").is_file()
     assert _registry(root, dataset).serving_version("champion") == 1
     assert f"{REJECTED_METRIC[dataset]}=" in proc.stdout  # the run report leads with the task's metrics
+    drift = summary.precision_drift
+    if dataset == "taxi_payment":  # asked for fp16: measured on every eval row, served only within the limits
+        assert drift["requested"] == "fp16" and drift["drift"]["examples"] > 500
+        assert summary.serving_precision == ("fp16" if drift["drift"]["passed"] else "fp32")
+        assert "Serving precision:" in proc.stdout
+    else:
+        assert drift is None and summary.serving_precision == "fp32"
 
 
 def test_the_pushed_model_serves_the_documented_outputs_in_a_tensorflow_only_process(task_run):

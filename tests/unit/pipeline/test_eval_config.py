@@ -106,7 +106,9 @@ def _multiclass_frame():
     import numpy as np
     import pandas as pd
 
-    rows = [([0.7, 0.2, 0.1], 0, 1.0), ([0.2, 0.7, 0.1], 1, 1.0), ([0.5, 0.3, 0.2], 2, 1.0),
+    # Class 2's one-vs-rest AUC is 0.5 (its row scores 0.1, like two of the others): below the 0.7 macro floor
+    # alone, while the macro average, (1 + 1 + 0.5) / 3, is above it.
+    rows = [([0.7, 0.2, 0.1], 0, 1.0), ([0.2, 0.7, 0.1], 1, 1.0), ([0.5, 0.4, 0.1], 2, 1.0),
             ([0.1, 0.8, 0.1], 1, 1.0), ([0.1, 0.1, 0.8], 0, 0.0)]  # fmt: skip
     return pd.DataFrame({"prediction": [np.array(p) for p, _, _ in rows], "label": [y for _, y, _ in rows],
                          "weight": [w for *_, w in rows]})  # fmt: skip
@@ -119,9 +121,11 @@ def test_multiclass_accuracy_per_class_recall_and_averaged_auc_with_refused_rows
     assert values[("sparse_categorical_accuracy", None, None)] == pytest.approx(0.75)
     assert values[("weighted_example_count", None, None)] == pytest.approx(4.0)
     assert values[("recall", 0, None)] == pytest.approx(1.0) and values[("recall", 2, None)] == pytest.approx(0.0)
-    assert values[("auc", None, "macro")] == pytest.approx(1.0, abs=0.01)
+    assert values[("auc", 2, None)] == pytest.approx(0.5, abs=0.01)
+    assert values[("auc", None, "macro")] == pytest.approx(2.5 / 3, abs=0.01)
     assert ("auc", None, "micro") in values and ("auc", 1, None) in values
-    assert failed == ["sparse_categorical_accuracy"]  # 0.75 < the 0.8 floor; macro AUC 1.0 >= 0.7
+    # 0.75 < the 0.8 accuracy floor; the macro floor judges the average (0.83), not class 2's 0.5
+    assert failed == ["sparse_categorical_accuracy"]
 
 
 def test_multiclass_gates_are_an_accuracy_drop_and_a_macro_auc_floor():
@@ -133,7 +137,7 @@ def test_multiclass_gates_are_an_accuracy_drop_and_a_macro_auc_floor():
     assert not threshold.threshold.HasField("value_threshold")  # no accuracy floor unless configured
     macro = next(s for s in specs if s.aggregate.macro_average)
     assert macro.metrics[0].per_slice_thresholds[0].threshold.value_threshold.lower_bound.value == 0.7
-    assert list(macro.binarize.class_ids.values) == [0, 1, 2]
+    assert not macro.HasField("binarize") and sorted(macro.aggregate.class_weights) == [0, 1, 2]
 
 
 def test_regression_error_metrics_lower_is_better_and_a_correlation_floor(tmp_path):
