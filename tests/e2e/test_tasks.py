@@ -61,7 +61,7 @@ SERVE = {
         assert sorted(out) == ["classes", "probabilities"], sorted(out)
         probs, classes = out["probabilities"].numpy(), out["classes"].numpy()
         assert probs.shape == (32, 3) and classes.shape == (32, 3), (probs.shape, classes.shape)
-        assert abs(probs.sum(axis=1) - 1).max() < 1e-4
+        assert abs(probs.sum(axis=1) - 1).max() < 5e-3  # served in fp16 here: rows sum to 1 within its rounding
         print("classes", sorted(c.decode() for c in classes[0]))
     """,
     "taxi_tips": """
