@@ -207,3 +207,13 @@ def test_a_model_that_cannot_load_stops_compile(tmp_path):
 
     with pytest.raises(ModelConfigError, match="tabnet"):
         compile_pipeline(with_model(load_kubeflow_settings(POOLS), "tabnet", ()), tmp_path / "p.yaml")
+
+
+def test_serving_precision_named_at_compile_time_reaches_the_trainer_step(tmp_path):
+    from torchtfx.pipeline.kfp.config import with_model
+
+    out = compile_pipeline(with_model(load_kubeflow_settings(POOLS), None, (), "fp16"), tmp_path / "p.yaml")
+    spec, _ = yaml.safe_load_all(out.read_text())
+    params = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]
+    serving = json.loads(params["hyperparameters"]["runtimeValue"]["constant"])["serving"]
+    assert serving["precision"] == "fp16" and serving["drift_limits"]["max_flip_rate"] == 0.001
