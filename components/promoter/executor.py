@@ -47,7 +47,12 @@ from torchtfx.components.shared.serving_layout import BatchingParams
 
 logger = logging.getLogger(__name__)
 
-_TAGGED_METRICS = frozenset(gate_results.REPORTED_METRICS) - {"precision", "recall", "weighted_example_count"}
+# The candidate's overall metrics tagged on the registered version, each task's own (filtered by presence):
+# binary auc, auc_precision_recall, binary_accuracy, calibration, example_count (as ever); multiclass
+# sparse_categorical_accuracy, auc(macro), auc(micro); regression mean_squared_error, root_mean_squared_error,
+# mean_absolute_error, squared_pearson_correlation; both of those with example_count and weighted_example_count
+# (the rows with a usable label). Not per-class values: MLflow tag names allow no brackets.
+_TAGGED_METRICS = frozenset(gate_results.REPORTED_METRICS) - {"precision", "recall"}
 
 
 def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:

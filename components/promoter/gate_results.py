@@ -17,6 +17,8 @@ REPORTED_METRICS = (
     "weighted_example_count", "example_count",
 )  # fmt: skip
 HEADLINE_METRICS = ("auc", "sparse_categorical_accuracy", "mean_squared_error")
+# Error metrics: a fall is an improvement (the reports colour a change by it).
+LOWER_IS_BETTER = frozenset({"mean_squared_error", "root_mean_squared_error", "mean_absolute_error"})
 
 
 def reported(labels) -> list[str]:

@@ -19,17 +19,24 @@ BOUNDED_METRICS = {
     "precision": "Precision",
     "recall": "Recall",
 }
+# Multiclass: a floor (or ceiling) on precision or recall holds for every class (recall[class_id=k]).
+MULTICLASS_BOUNDED_METRICS = {"precision": "Precision", "recall": "Recall"}
+# Regression: error metrics, lower is better: they take ceilings only.
 REGRESSION_BOUNDED_METRICS = {
     "mean_absolute_error": "MeanAbsoluteError",
     "root_mean_squared_error": "RootMeanSquaredError",
 }
-BOUNDED_BY_TASK = {BINARY: BOUNDED_METRICS, MULTICLASS: {}, REGRESSION: REGRESSION_BOUNDED_METRICS}
+BOUNDED_BY_TASK = {
+    BINARY: BOUNDED_METRICS,
+    MULTICLASS: MULTICLASS_BOUNDED_METRICS,
+    REGRESSION: REGRESSION_BOUNDED_METRICS,
+}
 # These have gates of their own; a floor in value_floors would be a second, conflicting one.
 _OWN_GATES = {
-    "auc": "auc_floor",
+    "auc": "auc_floor (binary) or macro_auc_floor (multiclass)",
     "calibration": "calibration_band",
     "sparse_categorical_accuracy": "accuracy_floor",
-    "accuracy": "accuracy_floor",
+    "accuracy": "accuracy_floor (multiclass; binary_accuracy in value_floors for a binary task)",
     "mean_squared_error": "mse_ceiling",
     "squared_pearson_correlation": "squared_correlation_floor",
 }
@@ -45,7 +52,9 @@ class GateConfigError(ConfigError):
     """The gates section of a config is malformed."""
 
 
-_ALL_BOUNDED = {**BOUNDED_METRICS, **REGRESSION_BOUNDED_METRICS}
+_ALL_BOUNDED = {**BOUNDED_METRICS, **MULTICLASS_BOUNDED_METRICS, **REGRESSION_BOUNDED_METRICS}
+_REPORT_NAME = {tfma_class: name for name, tfma_class in _ALL_BOUNDED.items()}
+_CEILING_ONLY = set(REGRESSION_BOUNDED_METRICS.values())
 
 
 def _metric_class(name: str) -> str:
@@ -66,7 +75,8 @@ class GateConfig(StrictConfig):
     auc_floor: float = pydantic.Field(0.75, ge=0.0, le=1.0)  # value: overall AUC must reach this
     max_auc_drop: float = pydantic.Field(0.01, ge=0.0)  # change: overall AUC may fall this far below the champion's
     calibration_band: tuple[float, float] = (0.75, 1.25)  # value: mean prediction / mean label
-    # value, overall: {"binary_accuracy": 0.8}, keyed by TFMA metric class once parsed
+    # value, overall: {"binary_accuracy": 0.8}, keyed by TFMA metric class once parsed; the names a task takes
+    # are BOUNDED_BY_TASK's (multiclass: precision and recall, for every class; regression: ceilings only)
     value_floors: dict[str, float] = {}
     value_ceilings: dict[str, float] = {}
     # change, per slice: {"payment_type": 0.05} (every value) or {"payment_type=Cash": 0.05}
@@ -101,12 +111,14 @@ class GateConfig(StrictConfig):
             m for m in self.value_floors if m in self.value_ceilings and self.value_floors[m] > self.value_ceilings[m]
         ]
         if crossed:
-            raise ValueError(f"value_floors above value_ceilings for {', '.join(sorted(crossed))}: no model can pass")
+            names = ", ".join(sorted(_REPORT_NAME[m] for m in crossed))
+            raise ValueError(f"value_floors above value_ceilings for {names}: no model can pass")
         return self
 
     def problems_for(self, task: str) -> list[str]:
         """Gates set for another task than ``task`` (compared with their defaults, so that a JSON round trip
-        passes), and floors or ceilings on metrics the task does not compute."""
+        passes), floors or ceilings on metrics the task does not compute, and floors on error metrics. Each
+        message names the field and what to set instead."""
         own = ", ".join(TASK_GATES[task])
         problems = [
             f"gates.{name} applies to {other} tasks only; for a {task} task use {own}"
@@ -115,12 +127,18 @@ class GateConfig(StrictConfig):
             for name in names
             if getattr(self, name) != self.default_of(name)
         ]
-        allowed = set(BOUNDED_BY_TASK[task].values())
+        bounded = BOUNDED_BY_TASK[task]
+        takes = ", ".join(bounded)
         for field in ("value_floors", "value_ceilings"):
-            stray = sorted(m for m in getattr(self, field) if m not in allowed)
+            stray = sorted(_REPORT_NAME[m] for m in getattr(self, field) if m not in bounded.values())
             if stray:
-                names = ", ".join(BOUNDED_BY_TASK[task]) or "none (use the task's own gates)"
-                problems.append(f"gates.{field} names {', '.join(stray)}, not a {task} metric; {task} takes: {names}")
+                problems.append(f"gates.{field} names {', '.join(stray)}, not a {task} metric; {task} takes: {takes}")
+        floored_errors = sorted(_REPORT_NAME[m] for m in self.value_floors if m in _CEILING_ONLY)
+        if floored_errors and task == REGRESSION:
+            problems.append(
+                f"gates.value_floors names {', '.join(floored_errors)}: an error metric is better when lower, "
+                "so it takes a ceiling (value_ceilings), not a floor"
+            )
         return problems
 
     def with_overrides(self, **overrides: Any) -> GateConfig:

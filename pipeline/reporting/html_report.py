@@ -12,7 +12,15 @@ from torchtfx.components.shared import contracts
 from torchtfx.pipeline.reporting.summary import RunSummary
 
 REPORT_FILE = "report.html"
-_BOUNDED = {"auc", "sparse_categorical_accuracy"}  # plotted on [0, 1]
+_BOUNDED = {"auc", "sparse_categorical_accuracy", "auc(macro)"}  # plotted on [0, 1]
+# The per-slice panels, by the task's headline metric (the first of gate_results.HEADLINE_METRICS present):
+# binary AUC alone (as ever); multiclass accuracy and macro AUC; regression its three error metrics.
+_PANELS = {
+    "auc": ("auc",),
+    "sparse_categorical_accuracy": ("sparse_categorical_accuracy", "auc(macro)"),
+    "mean_squared_error": ("mean_squared_error", "mean_absolute_error", "root_mean_squared_error"),
+}
+_LOSS_LABEL = {"binary": "binary cross-entropy", "multiclass": "cross-entropy", "regression": "regression loss"}
 
 
 def report_dir(pipeline_root: Path, run_id: str) -> Path:
@@ -44,21 +52,27 @@ def _metrics_table(values: dict) -> tuple[list[str], dict[tuple[str, str], dict[
     return slices, table
 
 
-def _plot_by_slice(slices, table, metric: str, path: Path) -> None:
-    """The task's headline metric (AUC, accuracy or MSE) per slice, candidate beside champion."""
+def _plot_by_slice(slices, table, metrics: tuple[str, ...], path: Path) -> None:
+    """The task's headline metrics (AUC; accuracy and macro AUC; MSE, MAE, RMSE) per slice, one panel each,
+    candidate beside champion."""
     plt = _pyplot()
-    shown = [s for s in slices if (s, metric) in table][:30]
-    fig, ax = plt.subplots(figsize=(10, max(3, 0.3 * len(shown))))
-    ys = range(len(shown))
-    ax.barh([y + 0.2 for y in ys], [table[(s, metric)].get("candidate", 0) for s in shown], 0.4, label="candidate")
-    if any("champion" in table[(s, metric)] for s in shown):
-        ax.barh([y - 0.2 for y in ys], [table[(s, metric)].get("champion", 0) for s in shown], 0.4, label="champion")
-    ax.set_yticks(list(ys), shown)
-    ax.invert_yaxis()
-    ax.set(xlabel=metric, title=f"{metric} per slice")
-    if metric in _BOUNDED:
-        ax.set_xlim(0, 1)
-    ax.legend()
+    metrics = tuple(m for m in metrics if ("Overall", m) in table)
+    rows = max(len([s for s in slices if (s, m) in table][:30]) for m in metrics)
+    width = 10 if len(metrics) == 1 else 5 * len(metrics)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(width, max(3, 0.3 * rows)), squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        shown = [s for s in slices if (s, metric) in table][:30]
+        ys = range(len(shown))
+        cells = [table[(s, metric)] for s in shown]
+        ax.barh([y + 0.2 for y in ys], [c.get("candidate", 0) for c in cells], 0.4, label="candidate")
+        if any("champion" in c for c in cells):
+            ax.barh([y - 0.2 for y in ys], [c.get("champion", 0) for c in cells], 0.4, label="champion")
+        ax.set_yticks(list(ys), shown)
+        ax.invert_yaxis()
+        ax.set(xlabel=metric, title=f"{metric} per slice")
+        if metric in _BOUNDED:
+            ax.set_xlim(0, 1)
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -94,16 +108,18 @@ def _plot_calibration(evaluation_uri: str, path: Path) -> bool:
             name = "champion" if kv.key.model_name == gate_results.BASELINE_MODEL_NAME else "candidate"
             ax.plot(pred, label, marker="o", markersize=3, label=name)
             drawn = True
-    ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
-    ax.set(xlabel="mean predicted probability", ylabel="observed positive rate", title="Calibration (eval, overall)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    if drawn:  # binary only: multiclass and regression evaluations have no calibration histogram
+        ax.plot([0, 1], [0, 1], "k--", linewidth=1, label="perfect")
+        ax.set(xlabel="mean predicted probability", ylabel="observed positive rate")
+        ax.set_title("Calibration (eval, overall)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=90)
     plt.close(fig)
     return drawn
 
 
-def _plot_losses(tracking_uri: str, run_id: str, path: Path) -> bool:
+def _plot_losses(tracking_uri: str, run_id: str, path: Path, ylabel: str = "loss") -> bool:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
@@ -115,7 +131,7 @@ def _plot_losses(tracking_uri: str, run_id: str, path: Path) -> bool:
         if history:
             ax.plot([m.step for m in history], [m.value for m in history], marker="o", label=key)
             drawn = True
-    ax.set(xlabel="epoch", ylabel="binary cross-entropy", title="Training curves (MLflow)")
+    ax.set(xlabel="epoch", ylabel=ylabel, title="Training curves (MLflow)")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -123,14 +139,15 @@ def _plot_losses(tracking_uri: str, run_id: str, path: Path) -> bool:
     return drawn
 
 
-def _cell(cell: dict[str, float] | None) -> str:
+def _cell(cell: dict[str, float] | None, lower_is_better: bool = False) -> str:
     if not cell or "candidate" not in cell:
         return "<td></td>"
     cand, champ = cell["candidate"], cell.get("champion")
     if champ is None or cand != cand or champ != champ:  # no champion, or NaN
         return f"<td>{cand:.4f}</td>"
     delta = cand - champ
-    color = "#070" if delta > 1e-4 else "#a00" if delta < -1e-4 else "#555"
+    gain = -delta if lower_is_better else delta  # an error metric improves when it falls
+    color = "#070" if gain > 1e-4 else "#a00" if gain < -1e-4 else "#555"
     return f"<td>{cand:.4f} <small style='color:{color}'>({delta:+.4f})</small></td>"
 
 
@@ -138,10 +155,12 @@ def _table_html(slices, table) -> str:
     """One row per slice; each cell is the candidate's value and its change vs the champion."""
     metrics = gate_results.reported(m for _, m in table)
     head = "<tr><th>slice</th>" + "".join(f"<th>{m}</th>" for m in metrics) + "</tr>"
-    rows = [
-        f"<tr><td>{html.escape(slice_)}</td>" + "".join(_cell(table.get((slice_, m))) for m in metrics) + "</tr>"
-        for slice_ in slices
-    ]
+
+    def row(slice_: str) -> str:
+        cells = "".join(_cell(table.get((slice_, m)), m in gate_results.LOWER_IS_BETTER) for m in metrics)
+        return f"<tr><td>{html.escape(slice_)}</td>{cells}</tr>"
+
+    rows = [row(slice_) for slice_ in slices]
     note = "<p><small>candidate value (change vs champion)</small></p>"
     return f"{note}<table>{head}{''.join(rows)}</table>"
 
@@ -158,14 +177,15 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
         headline = next((m for m in gate_results.HEADLINE_METRICS if ("Overall", m) in table), None)
         if headline:
             # The file keeps its name for every task: links to it outlive a change of task.
-            _plot_by_slice(slices, table, headline, out / "auc_by_slice.png")
+            _plot_by_slice(slices, table, _PANELS[headline], out / "auc_by_slice.png")
             sections.append('<h2>Candidate vs champion</h2><img src="auc_by_slice.png">')
         sections.append(_table_html(slices, table))
         if _plot_calibration(evaluation.uri, out / "calibration.png"):
             sections.append('<h2>Calibration</h2><img src="calibration.png">')
         failures = gate_results.gate_failures(evaluation.uri)
         sections.append(f"<h2>Gates</h2><pre>{html.escape(gate_results.summary(failures))}</pre>")
-    if summary.mlflow_run_id and _plot_losses(tracking_uri, summary.mlflow_run_id, out / "loss_curves.png"):
+    loss = _LOSS_LABEL.get(summary.task or "", "loss")
+    if summary.mlflow_run_id and _plot_losses(tracking_uri, summary.mlflow_run_id, out / "loss_curves.png", loss):
         sections.append(f'<h2>Training</h2><p>MLflow run {summary.mlflow_run_id}</p><img src="loss_curves.png">')
     sections.append(
         "<h2>Parity</h2><p>max |SavedModel - PyTorch| over the eval split: "

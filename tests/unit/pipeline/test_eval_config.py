@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import tensorflow_model_analysis as tfma
 
+from torchtfx.components.promoter.gate_results import metric_label
 from torchtfx.data.config.dataset import PROJECT_ROOT, load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.pipeline.eval_config import REPORTED_METRICS, build_eval_config
@@ -82,7 +83,9 @@ def _computed(dataset, gates, frame, tmp_path):
     """TFMA's own metrics and validation on ``frame`` (columns label, prediction, weight), no model."""
     from torchtfx.pipeline.eval_config import build_metrics_specs
 
-    spec = tfma.ModelSpec(label_key="label", prediction_key="prediction", example_weight_key="weight")
+    spec = tfma.ModelSpec(label_key="label", prediction_key="prediction")
+    if "weight" in frame:
+        spec.example_weight_key = "weight"
     specs = build_metrics_specs(dataset, gates)
     for metric in (m for s in specs for m in s.metrics):  # no champion here: TFMA refuses change thresholds
         for per_slice in metric.per_slice_thresholds:
@@ -97,8 +100,8 @@ def _computed(dataset, gates, frame, tmp_path):
             aggregation = "micro" if kv.key.aggregation_type.micro_average else aggregation
             if kv.value.HasField("double_value"):
                 values[(kv.key.name, sub, aggregation)] = kv.value.double_value.value
-    failed = sorted({f.metric_key.name for s in tfma.load_validation_result(str(tmp_path)).metric_validations_per_slice
-                     for f in s.failures})  # fmt: skip
+    failed = sorted({metric_label(f.metric_key) for s in tfma.load_validation_result(str(tmp_path))
+                     .metric_validations_per_slice for f in s.failures})  # fmt: skip
     return values, failed
 
 
@@ -164,3 +167,138 @@ def test_model_spec_per_task_uses_the_eval_label_the_prediction_output_and_the_l
     (reg,) = build_eval_config(load_dataset_config("taxi_tips"), GateConfig()).model_specs
     assert (reg.label_key, reg.prediction_key) == ("tip_dollars_original_xf", "predictions")
     assert reg.example_weight_key == "tip_dollars_weight_xf"
+
+
+def test_binary_eval_config_is_what_it_was_before_tasks(taxi_cfg):
+    """The golden Kubeflow spec holds the binary EvalConfig: one MetricsSpec, no example weight, same order."""
+    config = build_eval_config(taxi_cfg, GateConfig())
+    (spec,) = config.model_specs
+    assert not spec.example_weight_key and spec.label_key == taxi_cfg.label_key
+    (metrics_spec,) = config.metrics_specs
+    assert not metrics_spec.HasField("binarize") and not metrics_spec.HasField("aggregate")
+    assert [m.class_name for m in metrics_spec.metrics] == [
+        "AUC", "Calibration", "ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall",
+        "CalibrationPlot",
+    ]  # fmt: skip
+
+
+def test_multiclass_micro_auc_pools_every_class_s_rows(tmp_path):
+    """Micro AUC over the 4 weighted rows x 3 classes: 4 positives, 8 negatives; the positive scored 0.2 beats
+    the four 0.1 negatives and ties the two 0.2 ones (half each): (3 * 8 + 4 + 1) / 32."""
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame({"label": [0, 1, 2, 1], "weight": [1.0] * 4, "prediction": [
+        np.array(p) for p in ([0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.5, 0.3, 0.2], [0.1, 0.8, 0.1])]})  # fmt: skip
+    values, failed = _computed(load_dataset_config("taxi_payment"), GateConfig(), frame, tmp_path)
+    assert values[("auc", None, "micro")] == pytest.approx(29 / 32, abs=1e-3)
+    assert values[("auc", None, "macro")] == pytest.approx(1.0, abs=1e-3) and failed == []
+
+
+def test_multiclass_recall_floor_holds_for_every_class_and_names_the_class(tmp_path):
+    """`value_floors: {recall: 0.5}` on a multiclass task: class 2's recall 0 fails, classes 0 and 1 pass."""
+    values, failed = _computed(
+        load_dataset_config("taxi_payment"), GateConfig(value_floors={"recall": 0.5}), _multiclass_frame(), tmp_path
+    )
+    assert values[("recall", 1, None)] == pytest.approx(1.0)
+    assert failed == ["recall[class_id=2]"]
+
+
+def test_regression_squared_correlation_is_weighted_and_error_ceilings_are_upper_bounds(tmp_path):
+    import pandas as pd
+
+    dataset = load_dataset_config("taxi_tips")
+    frame = pd.DataFrame({"label": [1.0, 2.0, 3.0, 4.0, 100.0], "prediction": [1.5, 2.0, 2.0, 5.0, 0.0],
+                          "weight": [1.0, 1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    gates = GateConfig(squared_correlation_floor=0.75, value_ceilings={"mean_absolute_error": 0.6})
+    values, failed = _computed(dataset, gates, frame, tmp_path)
+    # r = cov / (sd_y sd_p) on the 4 weighted rows: 5.25 / sqrt(5 * 7.6875)
+    assert values[("squared_pearson_correlation", None, None)] == pytest.approx(5.25**2 / (5 * 7.6875))
+    assert failed == ["mean_absolute_error", "squared_pearson_correlation"]  # MAE 0.625 > 0.6; r2 0.717 < 0.75
+
+
+# -- change thresholds against a champion, decided by TFMA itself ------------------------------------------------
+def _judged(dataset, gates, frame, tmp_path, monkeypatch):
+    """The promoter's view of TFMA's verdict on a candidate (column ``prediction``) against a champion
+    (column ``champion``), both scored on the same rows, with every gate of the task, change gates included.
+
+    TFMA decides whether a baseline exists from the models it is given; raw data has none, so the test tells
+    it there is one (as TFX does when it passes the champion as ``baseline``)."""
+    from tensorflow_model_analysis.api import model_eval_lib
+    from tensorflow_model_analysis.utils import config_util
+
+    from torchtfx.components.promoter import gate_results
+    from torchtfx.pipeline.eval_config import build_metrics_specs
+
+    monkeypatch.setattr(
+        model_eval_lib,
+        "_update_eval_config_with_defaults",
+        lambda config, _models: config_util.update_eval_config_with_defaults(config, has_baseline=True),
+    )
+    weight = {"example_weight_key": "weight"} if "weight" in frame else {}
+    candidate = tfma.ModelSpec(name="candidate", label_key="label", prediction_key="prediction", **weight)
+    champion = tfma.ModelSpec(name=gate_results.BASELINE_MODEL_NAME, label_key="label", prediction_key="champion",
+                              is_baseline=True, **weight)  # fmt: skip
+    config = tfma.EvalConfig(model_specs=[candidate, champion], slicing_specs=[tfma.SlicingSpec()],
+                             metrics_specs=build_metrics_specs(dataset, gates))  # fmt: skip
+    tfma.analyze_raw_data(frame, config, output_path=str(tmp_path))
+    return gate_results.gate_failures(str(tmp_path))
+
+
+@pytest.mark.parametrize(("worse", "rejected"), [(1.04, False), (1.10, True)])
+def test_a_regression_candidate_worse_than_the_champion_by_more_than_max_mse_increase_is_rejected(
+    worse, rejected, tmp_path, monkeypatch
+):
+    """Champion MSE 0.5 on the weighted rows; the candidate's errors are scaled so that its MSE is 4% or 10%
+    worse: 4% passes the default 5% limit, 10% is rejected naming mean_squared_error. The weight-0 row (a
+    refused target, predicted wildly by the candidate only) counts for nothing."""
+    import pandas as pd
+
+    labels = [1.0, 2.0, 3.0, 4.0, 50.0]
+    champion = [2.0, 2.0, 3.0, 3.0, 50.0]  # errors 1, 0, 0, -1: MSE 0.5
+    scale = worse**0.5
+    candidate = [y + scale * (p - y) for y, p in zip(labels[:4], champion[:4], strict=True)] + [0.0]
+    frame = pd.DataFrame({"label": labels, "prediction": candidate, "champion": champion,
+                          "weight": [1.0, 1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    failures = _judged(load_dataset_config("taxi_tips"), GateConfig(), frame, tmp_path, monkeypatch)
+    if not rejected:
+        assert failures == []
+        return
+    (failure,) = failures
+    assert (failure.metric, failure.slice, failure.is_change) == ("mean_squared_error", "Overall", True)
+    assert failure.candidate == pytest.approx(0.55) and failure.champion == pytest.approx(0.5)
+    assert failure.threshold == "candidate / champion - 1 <= 0.05"
+    assert failure.line().startswith("mean_squared_error Overall")
+
+
+@pytest.mark.parametrize(("max_drop", "rejected"), [(0.3, False), (0.01, True)])
+def test_a_multiclass_candidate_less_accurate_than_the_champion_by_more_than_max_accuracy_drop_is_rejected(
+    max_drop, rejected, tmp_path, monkeypatch
+):
+    """The candidate gets 3 of 4 weighted rows right, the champion all 4: a 0.25 drop."""
+    import numpy as np
+
+    frame = _multiclass_frame()
+    frame["champion"] = [np.array(p) for p in ([0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8],
+                                                [0.1, 0.8, 0.1], [0.1, 0.1, 0.8])]  # fmt: skip
+    gates = GateConfig(max_accuracy_drop=max_drop)
+    failures = _judged(load_dataset_config("taxi_payment"), gates, frame, tmp_path, monkeypatch)
+    if not rejected:
+        assert failures == []
+        return
+    (failure,) = failures
+    assert (failure.metric, failure.is_change) == ("sparse_categorical_accuracy", True)
+    assert (failure.candidate, failure.champion) == (pytest.approx(0.75), pytest.approx(1.0))
+    assert failure.threshold == "candidate - champion >= -0.01"
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # TFMA's AUC-PR interpolation on 4 rows divides by 0
+def test_a_binary_candidate_with_an_auc_drop_beyond_max_auc_drop_is_still_rejected(tmp_path, monkeypatch):
+    """Candidate AUC 0.75 (one of four pairs misordered), champion 1.0."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"label": [0.0, 1.0, 1.0, 0.0], "prediction": [0.2, 0.8, 0.4, 0.6],
+                          "champion": [0.2, 0.8, 0.6, 0.4]})  # fmt: skip
+    failures = _judged(load_dataset_config("taxi"), GateConfig(), frame, tmp_path, monkeypatch)
+    assert [(f.metric, f.is_change, f.threshold) for f in failures] == [("auc", True, "candidate - champion >= -0.01")]
+    assert (failures[0].candidate, failures[0].champion) == (pytest.approx(0.75, abs=1e-3), pytest.approx(1.0))

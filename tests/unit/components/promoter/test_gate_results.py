@@ -129,3 +129,70 @@ def test_per_class_and_averaged_metrics_keep_their_own_values_and_a_relative_mse
     assert (mse.metric, mse.candidate, mse.champion, mse.is_change) == ("mean_squared_error", 1.3, 1.0, True)
     assert mse.threshold == "candidate / champion - 1 <= 0.05"
     assert "mean_squared_error" in gate_results.summary([auc, mse])
+
+
+def _change(direction, absolute=None, relative=None) -> tfma.MetricThreshold:
+    change = tfma.GenericChangeThreshold(direction=direction)
+    if absolute is not None:
+        change.absolute.value = absolute
+    if relative is not None:
+        change.relative.value = relative
+    return tfma.MetricThreshold(change_threshold=change)
+
+
+def test_change_gates_read_in_tfma_s_own_terms_for_both_directions():
+    """TFMA passes a change gate when diff = candidate - champion satisfies diff >= absolute (higher is better)
+    or diff <= absolute (lower is better); relative compares diff / champion = candidate / champion - 1."""
+    lower, higher = tfma.MetricDirection.LOWER_IS_BETTER, tfma.MetricDirection.HIGHER_IS_BETTER
+    text = gate_results._threshold_text
+    assert text(_change(lower, relative=0.05)) == "candidate / champion - 1 <= 0.05"
+    assert text(_change(lower, absolute=0.5)) == "candidate - champion <= 0.5"
+    assert text(_change(higher, absolute=-0.01)) == "candidate - champion >= -0.01"
+    assert text(_change(higher, relative=-0.02)) == "candidate / champion - 1 >= -0.02"
+    both = text(_change(lower, absolute=0.1, relative=0.05))
+    assert both == "candidate - champion <= 0.1 and candidate / champion - 1 <= 0.05"
+    ceiling = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(upper_bound={"value": 4.0}))
+    assert text(ceiling) == "<= 4"
+
+
+def test_metric_labels_name_the_class_and_the_average():
+    from tensorflow_model_analysis.proto import metrics_for_slice_pb2
+
+    def key(**fields):
+        return metrics_for_slice_pb2.MetricKey(name="auc", **fields)
+
+    assert gate_results.metric_label(key()) == "auc"
+    assert gate_results.metric_label(key(sub_key={"class_id": {"value": 2}})) == "auc[class_id=2]"
+    assert gate_results.metric_label(key(aggregation_type={"macro_average": True})) == "auc(macro)"
+    assert gate_results.metric_label(key(aggregation_type={"micro_average": True})) == "auc(micro)"
+    assert gate_results.metric_label(key(sub_key={"top_k": {"value": 3}})) == "auc[top_k=3]"
+
+
+def test_reported_metrics_keep_binary_s_order_and_list_classes_by_id():
+    binary = ["example_count", "calibration", "recall", "precision", "binary_accuracy", "auc_precision_recall", "auc"]
+    assert gate_results.reported(binary) == list(reversed(binary))  # as the console always printed them
+    multiclass = ["recall[class_id=10]", "recall[class_id=2]", "auc(micro)", "sparse_categorical_accuracy",
+                  "precision[class_id=0]", "auc(macro)", "example_count"]  # fmt: skip
+    assert gate_results.reported(multiclass) == [
+        "sparse_categorical_accuracy", "auc(macro)", "auc(micro)", "example_count",
+        "recall[class_id=2]", "recall[class_id=10]",
+    ]  # fmt: skip
+    regression = ["mean_absolute_error", "root_mean_squared_error", "mean_squared_error", "weighted_example_count"]
+    assert gate_results.reported(regression) == [
+        "mean_squared_error",
+        "root_mean_squared_error",
+        "mean_absolute_error",
+        "weighted_example_count",
+    ]
+
+
+def test_a_per_class_floor_failure_names_the_class(tmp_path):
+    floor = tfma.MetricThreshold(value_threshold=tfma.GenericValueThreshold(lower_bound={"value": 0.5}))
+    failure = _failure("recall", floor)
+    failure.metric_key.sub_key.class_id.value = 2
+    slice_key, kv = _value(OVERALL, "recall", 0.25)
+    kv.key.sub_key.class_id.value = 2
+    uri = _write_evaluation(tmp_path, [(slice_key, kv), _value(OVERALL, "recall", 0.9)], [(OVERALL, failure)])
+    (found,) = gate_results.gate_failures(uri)
+    assert (found.metric, found.candidate, found.threshold) == ("recall[class_id=2]", 0.25, ">= 0.5")
+    assert found.line().startswith("recall[class_id=2] Overall")

@@ -1,0 +1,104 @@
+"""The end-of-run console report and the HTML report per task: which metrics they show, in which order, how a
+change is coloured, which plots they draw; read from Evaluator outputs in TFMA's formats (evaluations.py)."""
+
+from __future__ import annotations
+
+import struct
+import types
+
+import pytest
+from ml_metadata.proto import metadata_store_pb2
+
+from tests.unit.pipeline.reporting import evaluations
+from torchtfx.components.shared import contracts
+from torchtfx.pipeline.reporting import html_report
+from torchtfx.pipeline.reporting.console import print_run_report
+from torchtfx.pipeline.reporting.summary import RunSummary
+
+
+def _summary(evaluation_uri: str, task: str) -> RunSummary:
+    evaluation = metadata_store_pb2.Artifact(uri=evaluation_uri)
+    model = metadata_store_pb2.Artifact(uri="/models/1")
+    model.custom_properties[contracts.TASK_PROPERTY].string_value = task
+    return RunSummary(
+        run_id="run-1",
+        stages=[],
+        artifacts={contracts.EVALUATOR_ID: {"evaluation": [evaluation]}, contracts.TRAINER_ID: {"model": [model]}},
+    )
+
+
+def _report(tmp_path, task: str, uri: str) -> tuple[str, set[str]]:
+    path = html_report.build_report(_summary(uri, task), tmp_path / "root", tracking_uri="file:///unused")
+    return path.read_text(), {p.name for p in path.parent.iterdir()}
+
+
+def _png_width(path) -> int:
+    return struct.unpack(">I", path.read_bytes()[16:20])[0]  # the IHDR chunk's width
+
+
+EVALUATIONS = {"binary": evaluations.binary, "multiclass": evaluations.multiclass, "regression": evaluations.regression}
+SHOWN = {
+    "binary": "auc=0.7000, auc_precision_recall=0.5000, binary_accuracy=0.8000, precision=0.6000, recall=0.4000, "
+    "calibration=1.1000, example_count=100.0000",
+    "multiclass": "sparse_categorical_accuracy=0.8000, auc(macro)=0.9000, auc(micro)=0.9300, "
+    "weighted_example_count=100.0000, example_count=105.0000, recall[class_id=0]=0.9000, "
+    "recall[class_id=1]=0.7000, recall[class_id=2]=0.5000",
+    "regression": "mean_squared_error=1.1000, root_mean_squared_error=1.0488, mean_absolute_error=0.7000, "
+    "squared_pearson_correlation=0.4000, weighted_example_count=100.0000, example_count=105.0000",
+}
+REJECTION = {
+    "binary": "auc          Overall                candidate  0.7000  champion  0.8000  change gate: "
+    "candidate - champion >= -0.01",
+    "multiclass": "sparse_categorical_accuracy Overall                candidate  0.8000  champion  0.8200  change "
+    "gate: candidate - champion >= -0.01",
+    "regression": "mean_squared_error Overall                candidate  1.1000  champion  1.0000  change gate: "
+    "candidate / champion - 1 <= 0.05",
+}
+
+
+@pytest.mark.parametrize("task", sorted(EVALUATIONS))
+def test_the_console_shows_the_task_s_metrics_and_names_the_failed_gate(task, tmp_path, capsys):
+    """Binary's line is the one it always was (same metrics, same order)."""
+    uri = EVALUATIONS[task](tmp_path)
+    settings = types.SimpleNamespace(root=tmp_path / "root", mlflow_default_uri="file:///unused")
+    assert print_run_report(_summary(uri, task), 1.0, settings) is False
+    out, err = capsys.readouterr()
+    assert f"Evaluation (eval split, overall, candidate): {SHOWN[task]}\n" in out
+    assert f"  {REJECTION[task]}" in err and "Candidate REJECTED: 1 gate(s) failed" in err
+
+
+def test_the_binary_html_report_keeps_its_auc_plot_table_and_calibration(tmp_path):
+    text, files = _report(tmp_path, "binary", evaluations.binary(tmp_path))
+    assert {"report.html", "auc_by_slice.png", "calibration.png"} <= files
+    assert '<img src="auc_by_slice.png">' in text and "<h2>Calibration</h2>" in text
+    head = "".join(f"<th>{m}</th>" for m in ("auc", "auc_precision_recall", "binary_accuracy", "precision", "recall",
+                                             "calibration", "example_count"))  # fmt: skip
+    assert f"<tr><th>slice</th>{head}</tr>" in text
+    assert "0.7000 <small style='color:#a00'>(-0.1000)</small>" in text  # AUC fell: red
+    assert "0.6500 <small style='color:#070'>(+0.0500)</small>" in text  # AUC rose on Cash: green
+    assert _png_width(tmp_path / "root" / "reports" / "run-1" / "auc_by_slice.png") == 900  # one panel
+
+
+def test_the_multiclass_html_report_plots_accuracy_and_macro_auc_and_no_calibration(tmp_path):
+    text, files = _report(tmp_path, "multiclass", evaluations.multiclass(tmp_path))
+    assert "auc_by_slice.png" in files and "calibration.png" not in files
+    assert "<h2>Calibration</h2>" not in text
+    assert "<th>sparse_categorical_accuracy</th><th>auc(macro)</th><th>auc(micro)</th>" in text
+    assert "<th>recall[class_id=2]</th>" in text
+    assert _png_width(tmp_path / "root" / "reports" / "run-1" / "auc_by_slice.png") == 900  # two 5-inch panels
+    assert "sparse_categorical_accuracy Overall" in text  # the gate that failed, by name
+
+
+def test_the_regression_html_report_colours_a_higher_error_red(tmp_path):
+    text, files = _report(tmp_path, "regression", evaluations.regression(tmp_path))
+    assert "calibration.png" not in files
+    assert "<th>mean_squared_error</th><th>root_mean_squared_error</th><th>mean_absolute_error</th>" in text
+    assert "1.1000 <small style='color:#a00'>(+0.1000)</small>" in text  # MSE rose: worse, red
+    assert "0.7000 <small style='color:#070'>(-0.0500)</small>" in text  # MAE fell: better, green
+    assert "0.5000 <small style='color:#070'>(-0.1000)</small>" in text  # MSE fell on Cash
+    assert _png_width(tmp_path / "root" / "reports" / "run-1" / "auc_by_slice.png") == 1350  # MSE, MAE, RMSE
+
+
+def test_a_first_run_without_champion_shows_plain_values(tmp_path):
+    text, _ = _report(tmp_path, "binary", evaluations.binary(tmp_path, champion=False))
+    assert "<td>0.7000</td>" in text and "All gates passed." in text
