@@ -26,7 +26,9 @@ class DriftLimits(StrictConfig):
 
     config_error = ServingConfigError
 
-    max_abs_diff: pydantic.NonNegativeFloat = 0.01  # max |p_fp16 - p_fp32| (probabilities or predictions)
+    # classification: max |p_fp16 - p_fp32| over every probability. Regression is judged on the relative error
+    # only: an absolute limit in the target's units would mean nothing across datasets.
+    max_abs_diff: pydantic.NonNegativeFloat = 0.01
     max_flip_rate: pydantic.NonNegativeFloat = 0.001  # binary: share of decisions that flip at the threshold
     max_top1_change_rate: pydantic.NonNegativeFloat = 0.001  # multiclass: share of rows whose top class changes
     # regression: max |y_fp16 - y_fp32| / max(|y_fp32|, mean |y_fp32|); the floor keeps near-zero
