@@ -193,7 +193,7 @@ def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, 
         return PrecisionOutcome(serving.precision, "fp32", drift, reason)
     if "CPU" in method:
         # make bench (zoo): float16 kernels on CPU take 1.1-2.9x the FP32 network's time at batch 1, up to 350x
-        # at batch 1024 (MatMul in float16 is not vectorized there); the variant is meant for GPU servers.
+        # at batch 1024 (not profiled by op); the variant is meant for GPU servers.
         logger.warning("Serving the %s variant (%s): on CPU-only servers it is slower than FP32", serving.precision,
                        method)  # fmt: skip
     _swap_in(variant_dir, Path(request.serving_dir))
