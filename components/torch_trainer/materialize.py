@@ -31,14 +31,18 @@ def split_files(split_uri: str) -> list[str]:
     return files
 
 
+def example_batches(split_uri: str, batch_size: int) -> tf.data.Dataset:
+    """The split's serialized tf.Examples (gzipped TFRecords, file order) in batches of ``batch_size``."""
+    return tf.data.TFRecordDataset(split_files(split_uri), compression_type="GZIP").batch(batch_size)
+
+
 def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterator[tuple[ArraySplit, int]]:
     """Transformed examples of one split, ``_PARSE_BATCH`` rows at a time, in file order, with the number of
     rows refused for their label (weight 0: a missing or unknown class, a missing regression target)."""
     weight = (layout.label_weight,) if layout.label_weight else ()
     spec = {k: feature_spec[k] for k in layout.dense + layout.embedded + (layout.label,) + weight}
     dataset = (
-        tf.data.TFRecordDataset(split_files(split_uri), compression_type="GZIP")
-        .batch(_PARSE_BATCH)
+        example_batches(split_uri, _PARSE_BATCH)
         .map(lambda batch: tf.io.parse_example(batch, spec), num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(2)
     )

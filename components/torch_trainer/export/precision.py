@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from torchtfx.components.torch_trainer.export import repairs
 from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, build_serving_model
+from torchtfx.components.torch_trainer.export.parity import relative_to_scale
 from torchtfx.components.torch_trainer.export.translator import (
     ConversionError,
     OnnxGraphModule,
@@ -36,7 +37,7 @@ from torchtfx.components.torch_trainer.export.translator import (
     unsupported_ops,
 )
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, FeatureLayout, prediction_output
-from torchtfx.components.torch_trainer.materialize import split_files
+from torchtfx.components.torch_trainer.materialize import example_batches
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION
 from torchtfx.data.config.serving import DriftLimits
 
@@ -145,7 +146,7 @@ def drift_figures(
     changes = int(np.count_nonzero(ref.argmax(axis=1) != var.argmax(axis=1))) if task == MULTICLASS else 0
     relative = 0.0
     if task == REGRESSION:
-        relative = float(np.max(diff / np.maximum(np.abs(ref), max(float(np.mean(np.abs(ref))), 1e-12))))
+        relative = float(np.max(relative_to_scale(diff, ref)))
     report = DriftReport(
         PRECISION, method, task, examples, max_abs_diff=float(diff.max()), mean_abs_diff=float(diff.mean()),
         flips=flips, flip_rate=flips / examples, top1_changes=changes, top1_change_rate=changes / examples,
@@ -260,7 +261,7 @@ def measure_drift(
     models = [tf.saved_model.load(str(d)) for d in (fp32_dir, variant_dir)]  # kept alive for their signatures
     serves = [m.signatures[SERVING_SIGNATURE] for m in models]
     output, outputs = prediction_output(task), ([], [])
-    for batch in tf.data.TFRecordDataset(split_files(raw_split_uri), compression_type="GZIP").batch(_BATCH):
+    for batch in example_batches(raw_split_uri, _BATCH):
         for serve, found in zip(serves, outputs, strict=True):
             found.append(serve(**{EXAMPLES_INPUT: batch})[output].numpy())
     if not outputs[0]:
