@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 import torch
 
+from tests.unit.components.torch_trainer.served_models import train_briefly
 from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
@@ -19,14 +20,7 @@ from torchtfx.components.torch_trainer.modeling.zoo import mlp
 def _trained_model(tiny_taxi, seed: int = 0) -> torch.nn.Module:
     torch.manual_seed(seed)
     model = mlp.build(tiny_taxi.layout.model_spec(), hidden_units=(16,), dropout=0.0, max_embedding_dim=4)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    a = tiny_taxi.arrays
-    dense, cat, label = torch.from_numpy(a.dense), torch.from_numpy(a.categorical), torch.from_numpy(a.label)
-    for _ in range(30):
-        opt.zero_grad()
-        torch.nn.functional.binary_cross_entropy_with_logits(model(dense, cat), label).backward()
-        opt.step()
-    return model.eval()
+    return train_briefly(model, tiny_taxi)
 
 
 @pytest.fixture(scope="module")

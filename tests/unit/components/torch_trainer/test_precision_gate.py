@@ -11,27 +11,12 @@ import torch
 from torch import nn
 
 from tests import helpers
+from tests.unit.components.torch_trainer.served_models import NearlyCancelling, export_and_serve
 from torchtfx.components.torch_trainer import flow
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
-from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
 from torchtfx.components.torch_trainer.export.precision import drift_figures
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
 from torchtfx.data.config.serving import DriftLimits, ServingConfig
-
-
-class NearlyCancelling(nn.Module):
-    """logit = (2048 + 0.3 tanh(w·x)) - 2048: exact in float32; in float16 (spacing 2 at 2048) the small part
-    rounds away, every logit becomes 0 and p = 0.5, so every decision below the threshold flips."""
-
-    def __init__(self, spec) -> None:
-        super().__init__()
-        self.lin = nn.Linear(len(spec.dense_features), 1)
-
-    def forward(self, dense, categorical):
-        small = 0.3 * torch.tanh(self.lin(dense).squeeze(1)) + 0 * categorical[:, 0]
-        return (small + 2048.0) - 2048.0
 
 
 def _request(tiny, root, precision: str) -> flow.TrainRequest:
@@ -45,11 +30,8 @@ def _request(tiny, root, precision: str) -> flow.TrainRequest:
 
 def _fp32_model(tiny, model: nn.Module, root):
     """The Trainer's state after parity: the ONNX file and the FP32 SavedModel in Format-Serving."""
-    export_dir = root / "export"
-    export_onnx(ExportHead.for_layout(model.eval(), tiny.layout), tiny.arrays, export_dir / "model.onnx")
-    network = convert_onnx(export_dir / "model.onnx", root / "onnx2tf").network
-    build_serving_model(network, tiny.tft_output, tiny.cfg, tiny.layout, root / "Format-Serving")
-    return export_dir
+    export_and_serve(tiny, model, root / "export" / "model.onnx", root / "Format-Serving")
+    return root / "export"
 
 
 def test_the_default_model_s_fp16_variant_is_measured_on_every_eval_row_and_served(tiny_taxi, tmp_path):

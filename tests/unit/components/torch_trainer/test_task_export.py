@@ -8,34 +8,23 @@ import pytest
 import tensorflow as tf
 import torch
 
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
-from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
+from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
+from torchtfx.components.torch_trainer.export.onnx_export import check_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
-from torchtfx.components.torch_trainer.modeling.heads import ExportHead, task_loss
+from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
 
 
 def _trained(tiny, steps: int = 40) -> torch.nn.Module:
     torch.manual_seed(0)
     model = mlp.build(tiny.layout.model_spec(), hidden_units=(16,), dropout=0.0, max_embedding_dim=4)
-    loss_fn = task_loss(tiny.layout.task)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    a = tiny.arrays
-    dense, cat, label = torch.from_numpy(a.dense), torch.from_numpy(a.categorical), torch.from_numpy(a.label)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss_fn(model(dense, cat), label).backward()
-        opt.step()
-    return model.eval()
+    return train_briefly(model, tiny, steps)
 
 
 def _served(tiny, tmp_path):
     model = _trained(tiny)
-    head = ExportHead.for_layout(model, tiny.layout)
-    export_onnx(head, tiny.arrays, tmp_path / "model.onnx")
-    assert check_onnx(head, tmp_path / "model.onnx", tiny.arrays) < 1e-5
-    network = convert_onnx(tmp_path / "model.onnx", tmp_path / "onnx2tf").network
-    build_serving_model(network, tiny.tft_output, tiny.cfg, tiny.layout, tmp_path / "serving")
+    export_and_serve(tiny, model, tmp_path / "model.onnx", tmp_path / "serving")
+    assert check_onnx(ExportHead.for_layout(model, tiny.layout), tmp_path / "model.onnx", tiny.arrays) < 1e-5
     return model, tf.saved_model.load(str(tmp_path / "serving")).signatures["serving_default"]
 
 

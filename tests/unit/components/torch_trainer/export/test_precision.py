@@ -15,8 +15,8 @@ from onnx import TensorProto, helper
 from torch import nn
 
 from tests.unit.components.torch_trainer.export import bridge_models
+from tests.unit.components.torch_trainer.served_models import NearlyCancelling, export_and_serve, train_briefly
 from torchtfx.components.torch_trainer.export import precision
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
 from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
 from torchtfx.components.torch_trainer.export.precision import (
     PrecisionVariantError,
@@ -270,35 +270,11 @@ def test_a_graph_that_needs_onnx2tf_has_no_float16_variant(tmp_path):
 def _trained_mlp(tiny_taxi) -> nn.Module:
     """The default model (zoo mlp, default hyperparameters), trained for a few steps."""
     torch.manual_seed(0)
-    model = build_model(ModelConfig(), tiny_taxi.layout.model_spec())
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    a = tiny_taxi.arrays
-    dense, cat, label = torch.from_numpy(a.dense), torch.from_numpy(a.categorical), torch.from_numpy(a.label)
-    for _ in range(30):
-        opt.zero_grad()
-        torch.nn.functional.binary_cross_entropy_with_logits(model(dense, cat), label).backward()
-        opt.step()
-    return model.eval()
-
-
-class NearlyCancelling(nn.Module):
-    """A logit computed as (2048 + 0.3 tanh(score)) - 2048: float16 spaces its values 1-2 apart near 2048,
-    so the small part rounds away and every probability becomes 0.5 (every decision positive)."""
-
-    def __init__(self, spec: ModelSpec) -> None:
-        super().__init__()
-        self.linear = nn.Linear(len(spec.dense_features), 1)
-        self.embedding = nn.Embedding(spec.cardinalities[0], 1)
-
-    def forward(self, dense, categorical):
-        score = self.linear(dense).squeeze(1) + self.embedding(categorical[:, 0]).squeeze(1)
-        return (2048.0 + 0.3 * torch.tanh(score)) - 2048.0
+    return train_briefly(build_model(ModelConfig(), tiny_taxi.layout.model_spec()), tiny_taxi)
 
 
 def _fp32_serving(tiny_taxi, model: nn.Module, root):
-    export_onnx(ExportHead(model, "binary"), tiny_taxi.arrays, root / "model.onnx")
-    network = convert_onnx(root / "model.onnx", root / "onnx2tf").network
-    build_serving_model(network, tiny_taxi.tft_output, tiny_taxi.cfg, tiny_taxi.layout, root / "fp32")
+    export_and_serve(tiny_taxi, model, root / "model.onnx", root / "fp32")
     return root
 
 
