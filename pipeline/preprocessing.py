@@ -79,12 +79,22 @@ def categorical_feature(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tens
     return _to_dense(x, default)
 
 
+def label_strings(x: tf.Tensor | tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """A categorical label column as strings [batch] (integer codes written out), and whether each row has a
+    value: absent, or the empty string, is missing. A missing row's string is the column's missing token."""
+    raw = categorical_feature(x, None)
+    present = tf.ones_like(raw, tf.bool)
+    if isinstance(x, tf.SparseTensor):
+        present = _to_dense(tf.SparseTensor(x.indices, tf.ones_like(x.values, tf.bool), x.dense_shape), False)
+    if raw.dtype != tf.string:
+        return tf.strings.as_string(raw), present
+    return raw, tf.logical_and(present, tf.not_equal(raw, ""))
+
+
 def binary_label(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
     """int64 [batch] in {0, 1}; rows whose label inputs are missing get 0."""
     if rule.op == "in":
-        raw = categorical_feature(inputs[rule.column], None)
-        if raw.dtype != tf.string:
-            raw = tf.strings.as_string(raw)
+        raw, _ = label_strings(inputs[rule.column])
         positive = tf.constant(list(rule.positive_values), tf.string)
         hit = tf.reduce_any(tf.equal(raw[:, None], positive[None, :]), axis=1)
         return tf.cast(hit, tf.int64)
@@ -107,10 +117,7 @@ def multiclass_label(inputs: dict[str, Any], cfg: DatasetConfig) -> tuple[tf.Ten
     """(class id int64 [batch], weight float32 [batch]): the ``num_classes`` most frequent values are the
     classes, in TFT's vocabulary order. No OOV bucket: a missing or unknown value is refused (id 0, weight 0),
     so it can neither be learnt as a class nor counted by TFMA."""
-    raw = categorical_feature(inputs[cfg.label.column], "")
-    if raw.dtype != tf.string:
-        raw = tf.strings.as_string(raw)
-    present = tf.not_equal(raw, "")
+    raw, present = label_strings(inputs[cfg.label.column])
     vocabulary = tft.vocabulary(
         tf.boolean_mask(raw, present), top_k=cfg.label.num_classes, vocab_filename=cfg.label_vocabulary,
         name=f"label_vocabulary_{cfg.label.name}",

@@ -91,3 +91,16 @@ def test_regression_target_is_log1p_with_the_dollars_kept_for_evaluation():
     plain_rule = LabelRule(name="y", column="tips")
     plain, _, plain_weight = (t.numpy().tolist() for t in regression_target({"tips": tips}, plain_rule))
     assert plain == [3.0, 0.0, -1.0, 0.0] and plain_weight == [1.0, 0.0, 1.0, 1.0]
+
+
+def test_label_strings_write_out_integer_codes_and_mark_missing_rows():
+    """A multiclass label may be an integer-coded column; its missing rows must be refused, not become a
+    class "-1" (and the empty-string default must not be cast to an integer)."""
+    from torchtfx.pipeline.preprocessing import label_strings
+
+    codes = tf.SparseTensor(indices=[[0, 0], [2, 0]], values=tf.constant([3, 5], tf.int64), dense_shape=[3, 1])
+    strings, present = label_strings(codes)
+    assert strings.numpy().tolist() == [b"3", b"-1", b"5"] and present.numpy().tolist() == [True, False, True]
+    names = tf.constant([[b"Cash"], [b""]])
+    strings, present = label_strings(names)
+    assert strings.numpy().tolist() == [b"Cash", b""] and present.numpy().tolist() == [True, False]
