@@ -27,6 +27,7 @@ from torchtfx.components.torch_trainer.export.precision import (
     build_reduced_precision_variant,
     measure_drift,
 )
+from torchtfx.components.torch_trainer.export.warmup import write_warmup_requests
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
@@ -158,6 +159,10 @@ def run(request: TrainRequest) -> TrainOutcome:
     # Only a model that passed parity in FP32 gets a reduced-precision variant; the gate compares with FP32.
     precision = reduced_precision(request, tft_output, layout, export_dir) if parity.passed else FP32
     seconds["precision"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    if parity.passed:  # Format-Serving is final here: the fp16 variant, if swapped in, gets the requests too
+        write_warmup_requests(request.serving_dir, request.raw_eval_uri, (request.dataset.label.column,))
+    seconds["warmup"] = time.perf_counter() - tick
     if result.mlflow_run_id:
         tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
         metrics = {

@@ -80,6 +80,11 @@ def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     assert summary.custom("Promoter", "pushed_model", "pushed") == 1
     assert summary.custom("Promoter", "pushed_model", "pushed_version") == "1"
     assert (root / "serving" / "1" / "saved_model.pb").is_file()
+    from torchtfx.components.torch_trainer.export.warmup import WARMUP_BATCH_SIZES, replay_warmup
+
+    # The version's TF Serving warmup requests (assets.extra) run through its serving_default.
+    replayed = replay_warmup(root / "serving" / "1")
+    assert [r.outputs["probabilities"].shape for r in replayed] == [(n,) for n in WARMUP_BATCH_SIZES]
     assert f"pushed model: {root / 'serving' / '1'}" in proc.stdout
     assert 'version_labels { key: "stable" value: 1 }' in (root / "serving" / "models.config").read_text()
     assert registry(root).serving_version("champion") == 1
