@@ -127,7 +127,14 @@ def _serving_section(r: dict) -> list[str]:
         "",
         f"Converted network / onnxruntime at batch 1024: {r['converted_vs_onnxruntime_at_1024']:.2f} "
         f"(target ≤ {r['target']}): {_met(r['converted_vs_onnxruntime_at_1024'] <= r['target'])}. "
-        f"onnx2tf conversion {r['onnx2tf_conversion_seconds']:.1f} s (in a warm process); "
+        + (
+            "Converted network / PyTorch eager at batch "
+            + ", ".join(f"{b}: {v:.2f}" for b, v in sorted(r["converted_vs_torch"].items(), key=lambda kv: int(kv[0])))
+            + " (target ≤ 1). "
+            if "converted_vs_torch" in r
+            else ""
+        )
+        + f"onnx2tf conversion {r['onnx2tf_conversion_seconds']:.1f} s (in a warm process); "
         f"parity over {r['parity_examples']} eval rows: "
         f"max |SavedModel - PyTorch| = {r['parity_max_abs_diff']:.2e}.",
         "",
@@ -175,8 +182,9 @@ def _zoo_section(r: dict) -> list[str]:
     lines = [
         "## 6. Model zoo (taxi, one pipeline run per model)",
         "",
-        "Median ms per call, converted network / onnxruntime / PyTorch eager, on transformed eval rows, "
-        f"{r['threads']} threads each; ratio = converted / onnxruntime.",
+        "Median ms per call, " + " / ".join(r["runtimes"]) + " on the same eval rows (the network runtimes on "
+        f"transformed rows, the signature on raw tf.Examples), {r['threads']} threads each; "
+        "ratio = converted / onnxruntime; tf_call_floor: a ConcreteFunction that does nothing but double its input.",
         "",
         "| model | strategy | repairs | conversion (s) | parity max abs diff | "
         + " | ".join(f"ms at {b} (ratio)" for b in batches)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bench import pipelines
-from bench.serving_bench import BATCH_SIZES, _eval_rows, _network_inputs, latency_ms
+from bench.serving_bench import BATCH_SIZES, _eval_rows, _network_inputs, call_floor, latency_ms, network_call
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
@@ -29,7 +29,7 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 logger = logging.getLogger(__name__)
 
 DATASET = "taxi"
-RUNTIMES = ("converted_network", "onnxruntime", "torch")
+RUNTIMES = ("converted_network", "onnxruntime", "torch", "tf_call_floor", "savedmodel_signature")
 AUC_SOURCE = (
     "tfma_auc: the pipeline Evaluator's TFMA AUC (Overall slice) of the SavedModel on the eval split; "
     f"torch_eval_auc: the TorchTrainer's '{contracts.EVAL_AUC_PROPERTY}' property (PyTorch, eval split)"
@@ -75,25 +75,25 @@ def run_model(root: Path, data_dir: Path, model: str, beam_workers: int) -> ZooR
     )  # fmt: skip
 
 
-def converted_vs_onnxruntime(latency: dict[str, dict[str, dict]]) -> dict[str, float]:
-    """Median converted-network ms / median onnxruntime ms, per batch size (keys as in ``latency``)."""
-    converted, ort = latency["converted_network"], latency["onnxruntime"]
+def converted_vs_onnxruntime(latency: dict[str, dict[str, dict]], other: str = "onnxruntime") -> dict[str, float]:
+    """Median converted-network ms / median ``other`` ms, per batch size (keys as in ``latency``)."""
+    converted, ort = latency["converted_network"], latency[other]
     return {batch: converted[batch]["median_ms"] / ort[batch]["median_ms"] for batch in converted if batch in ort}
 
 
 def _runtimes(
-    network, export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, threads: int
+    network_fn: Callable, export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, threads: int
 ) -> dict[str, Callable[[np.ndarray, np.ndarray], object]]:
-    """name -> callable(dense, categorical), every runtime on ``threads`` intra-op threads."""
+    """name -> callable(dense, categorical), every runtime on ``threads`` intra-op threads; ``network_fn``:
+    the converted network's :func:`network_call`."""
     import onnxruntime as ort
-    import tensorflow as tf
     import torch
 
     from torchtfx.components.torch_trainer.flow import load_torch_model
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 
     torch.set_num_threads(threads)
-    network_fn = tf.function(lambda d, c: network(d, c)[0])
+    widths = len(layout.dense), len(layout.embedded)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     onnx_file = str(export_dir / contracts.ONNX_FILE)
@@ -106,10 +106,22 @@ def _runtimes(
             return torch_net(torch.from_numpy(d), torch.from_numpy(c))
 
     return {
-        "converted_network": lambda d, c: network_fn(tf.constant(d), tf.constant(c)),
+        "converted_network": network_fn,
         "onnxruntime": lambda d, c: session.run(None, {names[0]: d, names[1]: c}),
         "torch": torch_call,
+        "tf_call_floor": call_floor(*widths),  # what any TF function call costs from Python (serving_bench)
     }
+
+
+def _signature_call(saved, examples: list[bytes]) -> Callable[[np.ndarray, np.ndarray], object]:
+    """The whole ``serving_default`` (parse + TFT + network) on the same first rows as the network's inputs."""
+    import tensorflow as tf
+
+    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE
+
+    serve = saved.signatures[SERVING_SIGNATURE]
+    batches = {batch: tf.constant(examples[:batch]) for batch in BATCH_SIZES}
+    return lambda d, c: serve(**{EXAMPLES_INPUT: batches[len(d)]})
 
 
 def _latencies(runtimes: dict[str, Callable], dense: np.ndarray, categorical: np.ndarray, model: str) -> dict:
@@ -122,17 +134,10 @@ def _latencies(runtimes: dict[str, Callable], dense: np.ndarray, categorical: np
     return results
 
 
-def _call_tf(fn: Callable, dense: np.ndarray, categorical: np.ndarray) -> object:
-    import tensorflow as tf
-
-    return fn(tf.constant(dense), tf.constant(categorical))
-
-
 def fp16_variant(fp32_network, export_dir: Path, layout: FeatureLayout, saved, raw_eval: Path, model: str) -> dict:
     """The reduced-precision variant the Trainer would serve with ``--serving-precision fp16``: its drift
     against the FP32 network on every eval row (the default drift limits decide), and its latency beside
     the FP32 network's."""
-    import tensorflow as tf
 
     from torchtfx.components.torch_trainer.export.precision import (
         PrecisionVariantError,
@@ -145,14 +150,11 @@ def fp16_variant(fp32_network, export_dir: Path, layout: FeatureLayout, saved, r
         network, method = reduced_precision_network(export_dir / contracts.ONNX_FILE)
     except PrecisionVariantError as err:
         return {"error": str(err)}
-    runtimes = {
-        "fp32_network": tf.function(lambda d, c: fp32_network(d, c)[0]),
-        "fp16_network": tf.function(lambda d, c: network(d, c)[0]),
-    }
     dense, categorical = _network_inputs(saved, _eval_rows(raw_eval, 10**9), layout)
-    outputs = {name: fn(tf.constant(dense), tf.constant(categorical)).numpy() for name, fn in runtimes.items()}
+    widths = dense.shape[1], categorical.shape[1]
+    calls = {"fp32_network": network_call(fp32_network, *widths), "fp16_network": network_call(network, *widths)}
+    outputs = {name: fn(dense, categorical).numpy() for name, fn in calls.items()}
     drift = drift_figures(outputs["fp32_network"], outputs["fp16_network"], layout.task, DriftLimits(), method)
-    calls = {name: functools.partial(_call_tf, fn) for name, fn in runtimes.items()}
     latency = _latencies(calls, dense, categorical, f"{model} precision")
     ratio = {
         b: latency["fp16_network"][b]["median_ms"] / latency["fp32_network"][b]["median_ms"]
@@ -177,11 +179,14 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
     tick = time.perf_counter()
     conversion = convert_onnx(export_dir / contracts.ONNX_FILE, work / zoo_run.model / "convert")
     conversion_seconds = time.perf_counter() - tick
-    runtimes = _runtimes(conversion.network, export_dir, layout, hparams, threads)
-    dense, categorical = _network_inputs(saved, _eval_rows(raw_eval, max(BATCH_SIZES)), layout)
+    examples = _eval_rows(raw_eval, max(BATCH_SIZES))
+    dense, categorical = _network_inputs(saved, examples, layout)
     tick = time.perf_counter()
-    runtimes["converted_network"](dense[:1], categorical[:1])  # tf.function tracing: a one-off cost per model
+    network_fn = network_call(conversion.network, dense.shape[1], categorical.shape[1])  # traces: once per model
+    network_fn(dense[:1], categorical[:1])
     trace_seconds = time.perf_counter() - tick
+    runtimes = _runtimes(network_fn, export_dir, layout, hparams, threads)
+    runtimes["savedmodel_signature"] = _signature_call(saved, examples)
     latency = _latencies(runtimes, dense, categorical, zoo_run.model)
     torch_model = load_torch_model(export_dir, layout, hparams)
     parity = measure_parity(str(serving_dir), str(raw_eval), torch_model, layout, PARITY_TOLERANCE)
@@ -196,6 +201,7 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
         "parity_examples": parity.examples,
         "latency": latency,
         "converted_vs_onnxruntime": converted_vs_onnxruntime(latency),
+        "converted_vs_torch": converted_vs_onnxruntime(latency, "torch"),
         "fp16": fp16,
     }
 

@@ -14,6 +14,9 @@ from onnx import helper, numpy_helper
 
 Handler = Callable[["Node", list], list]
 OPS: dict[str, Handler] = {}
+# The translator's own fused nodes (translator.fuse_embedding_lookups), never in a user's graph.
+FUSED_DOMAIN = "torchtfx"
+FUSED_OPS: dict[str, Handler] = {}
 _BIG = 2**31 - 1
 
 _DTYPES = {1: tf.float32, 2: tf.uint8, 3: tf.int8, 5: tf.int16, 6: tf.int32, 7: tf.int64, 9: tf.bool, 10: tf.float16,
@@ -385,3 +388,33 @@ def _constant(node, x):
         if key in node.attrs:
             return [node.constant(np.array(node.attrs[key], dtype))]
     raise ValueError(f"Constant without a supported value attribute: {sorted(node.attrs)}")
+
+
+def _embedding_concat(node, x):
+    """``Concat(others[:at] + [table_k[ids[:, column_k]] for k] + others[at:])``: the ids of every table
+    wrapped and checked at once, split by one ``Unpack``, then one row gather per table and one concat.
+
+    ONNX ``Gather`` semantics are kept: an id in ``[-rows, 0)`` counts from the table's end, one outside
+    ``[-rows, rows)`` fails the call, as each table's own gather would.
+
+    Measured on the taxi MLP's 13 tables (ms per call of the lookups + concat alone, batch 1 / 32 / 1024):
+    as exported (2 gathers and 4 ops of id wrap per table) 0.180 / 0.190 / 0.535; this 0.154 / 0.166 /
+    0.546. One gather on the tables flattened end to end (element indices ``base + id * width + j``) was
+    0.138 / 0.185 / 1.626, and on the tables padded to one width, then compacted by a column gather,
+    0.136 / 0.159 / 1.050: TF gathers single elements one memcpy each, so both lose at batch 1024.
+    """
+    ids, tables, others = x[0], x[1 : 1 + len(node.attr("rows"))], x[1 + len(node.attr("rows")) :]
+    columns, rows = (np.asarray(node.attr(k), np.int64) for k in ("columns", "rows"))
+    ids = tf.cast(ids, tf.int64)
+    if ids.shape.rank != 2 or ids.shape[1] != len(columns) or list(columns) != list(range(len(columns))):
+        ids = tf.gather(ids, columns, axis=1)
+    in_range = tf.reduce_all(tf.logical_and(ids >= -rows, ids < rows))
+    check = tf.debugging.Assert(in_range, ["embedding ids outside their tables' rows", rows])
+    with tf.control_dependencies([check]):
+        wrapped = tf.math.floormod(ids, rows)
+    lookups = [tf.gather(table, row) for table, row in zip(tables, tf.unstack(wrapped, axis=1), strict=True)]
+    at = node.attr("at")
+    return [tf.concat([*others[:at], *lookups, *others[at:]], axis=node.attr("axis"))]
+
+
+FUSED_OPS["EmbeddingConcat"] = _embedding_concat
