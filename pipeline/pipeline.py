@@ -9,6 +9,7 @@ from torchtfx.components.champion.component import ChampionModel
 from torchtfx.components.csv_input.component import checked_csv_example_gen
 from torchtfx.components.data_gate.component import DataGate
 from torchtfx.components.promoter.component import Promoter
+from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT_S
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE
 from torchtfx.components.shared.serving_layout import BatchingParams
@@ -44,6 +45,8 @@ def create_pipeline(
     gates: GateConfig,
     code_version: str = "unknown",
     batching: BatchingParams | None = None,
+    serving_address: str = "",
+    serving_load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
     parity_tolerance: float = DEFAULT_PARITY_TOLERANCE,
     beam_pipeline_args: list[str] | None = None,
     metadata_connection_config=None,
@@ -58,6 +61,8 @@ def create_pipeline(
 
     ``enable_data_gate=False`` lets a run train on data that has anomalies (they are still recorded).
     ``pytorchjob_json`` (PyTorchJobSettings) makes the Trainer run multi-node DDP as a Kubeflow PyTorchJob.
+    ``serving_address`` (TF Serving's gRPC host:port): the Promoter moves the stable/canary labels only once that
+    server reports the new version AVAILABLE; empty, the label move waits for ``torchtfx promote --finish``.
     ``mlflow_unreachable``: ``fail`` stops before training when the tracking server does not answer;
     ``continue`` trains untracked with a loud warning (the Promoter still refuses to promote).
     """
@@ -127,6 +132,8 @@ def create_pipeline(
         mlflow_tracking_uri=mlflow_tracking_uri,
         code_version=code_version,
         batching=batching or BatchingParams(),
+        serving_address=serving_address,
+        serving_load_timeout_s=serving_load_timeout_s,
     ).with_id(contracts.PROMOTER_ID)
     components += [transform, trainer, champion, evaluator, promoter]
     return tfx.dsl.Pipeline(

@@ -6,7 +6,7 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from torchtfx.components.shared import serving_layout
+from torchtfx.components.shared import serving_config, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
 
 
@@ -67,7 +67,7 @@ def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion |
         if version is not None:
             serving = registry.serving_version(CHAMPION)
             return _checked(serving_dir, serving, str(version.version), "registry")
-    stable = serving_layout.read_stable_version(serving_dir)
+    stable = serving_config.read_stable_version(serving_dir)
     if stable is not None:
         return _checked(serving_dir, stable, None, "serving_dir")
     on_disk = serving_layout.versions(serving_dir)

@@ -15,11 +15,14 @@ from torchtfx.components.promoter.constants import (
     CODE_VERSION_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
+    LOAD_TIMEOUT_KEY,
     MODEL_KEY,
     PUSHED_MODEL_KEY,
+    SERVING_ADDRESS_KEY,
     SERVING_MODEL_NAME_KEY,
     STATISTICS_KEY,
 )
+from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT_S
 from torchtfx.components.shared.contracts import MLFLOW_TRACKING_URI_KEY, REGISTERED_MODEL_KEY, SERVING_DIR_KEY
 from torchtfx.components.shared.run_identity import RUN_TOKEN_KEY, run_token_parameter
 from torchtfx.components.shared.serving_layout import BatchingParams
@@ -41,6 +44,8 @@ class PromoterSpec(types.ComponentSpec):
         MLFLOW_TRACKING_URI_KEY: ExecutionParameter(type=str),
         CODE_VERSION_KEY: ExecutionParameter(type=str),
         BATCHING_KEY: ExecutionParameter(type=str),
+        SERVING_ADDRESS_KEY: ExecutionParameter(type=str),
+        LOAD_TIMEOUT_KEY: ExecutionParameter(type=float),
         # The run id, for the registry tags; the Promoter runs on every run anyway (after a fresh Evaluator).
         RUN_TOKEN_KEY: ExecutionParameter(type=str),
     }
@@ -63,6 +68,8 @@ class Promoter(base_component.BaseComponent):
         mlflow_tracking_uri: str,
         code_version: str,
         batching: BatchingParams,
+        serving_address: str = "",
+        serving_load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
     ) -> None:
         spec = PromoterSpec(
             model=model,
@@ -77,6 +84,8 @@ class Promoter(base_component.BaseComponent):
             mlflow_tracking_uri=mlflow_tracking_uri,
             code_version=code_version,
             batching_parameters=batching.to_json(),
+            serving_address=serving_address,
+            serving_load_timeout_s=serving_load_timeout_s,
             run_token=run_token_parameter(),
         )
         super().__init__(spec=spec)

@@ -14,3 +14,5 @@ PUSHED_MODEL_KEY = standard_component_specs.PUSHED_MODEL_KEY
 SERVING_MODEL_NAME_KEY = "serving_model_name"
 CODE_VERSION_KEY = "code_version"
 BATCHING_KEY = "batching_parameters"
+SERVING_ADDRESS_KEY = "serving_address"  # TF Serving's gRPC host:port; "" when none is known
+LOAD_TIMEOUT_KEY = "serving_load_timeout_s"

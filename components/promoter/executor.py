@@ -20,14 +20,18 @@ from torchtfx.components.promoter.constants import (
     CODE_VERSION_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
+    LOAD_TIMEOUT_KEY,
     MODEL_KEY,
     PUSHED_MODEL_KEY,
+    SERVING_ADDRESS_KEY,
     SERVING_MODEL_NAME_KEY,
     STATISTICS_KEY,
 )
+from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT_S
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.artifact_uris import remote_uri
 from torchtfx.components.shared.contracts import (
+    LABELS_PENDING_PROPERTY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
     PARITY_PROPERTY,
@@ -111,6 +115,8 @@ class Executor(pusher_executor.Executor):
                 resolve_tracking_uri(exec_properties[MLFLOW_TRACKING_URI_KEY]), exec_properties[REGISTERED_MODEL_KEY]
             ),
             batching=BatchingParams.from_json(exec_properties[BATCHING_KEY]),
+            server_address=exec_properties.get(SERVING_ADDRESS_KEY) or None,
+            load_timeout_s=float(exec_properties.get(LOAD_TIMEOUT_KEY) or DEFAULT_LOAD_TIMEOUT_S),
         )
         run_id, execution_id = run_identity(self, exec_properties)
         onnx_path = contracts.onnx_path(model.uri)
@@ -124,6 +130,9 @@ class Executor(pusher_executor.Executor):
         if self.CheckBlessing(input_dict):
             version = promotion.promote(candidate, target)
             self._MarkPushed(pushed, pushed_destination=str(serving_dir / str(version)), pushed_version=str(version))
+            pushed.set_int_custom_property(
+                LABELS_PENDING_PROPERTY, int(promotion.pending_label_move(target) == version)
+            )
             return
         reasons = [f.line() for f in gate_results.gate_failures(evaluation.uri)] or ["not blessed by the Evaluator"]
         promotion.reject(candidate, target, reasons)

@@ -88,6 +88,8 @@ PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
 PUSHED_VERSION_PROPERTY = "pushed_version"
 REJECTION_PROPERTY = "rejection_reasons"
+# 1 when the stable/canary labels wait for `torchtfx promote --finish` (no server address to confirm the load)
+LABELS_PENDING_PROPERTY = "labels_pending"
 # On the ModelBlessing artifact (TFX's Evaluator writes it).
 BLESSED_PROPERTY = "blessed"
 # Registry tag: where the statistics of a version's training data live (the Promoter writes, ChampionModel reads).

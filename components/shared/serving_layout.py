@@ -1,5 +1,6 @@
-"""TF Serving layout and configuration: integer version folders, models.config, batching parameters,
-and the lock that lets one promotion at a time change them (ChampionModel reads the same layout).
+"""TF Serving layout: integer version folders, the batching parameters' settings, and the lock that lets
+one promotion at a time change them (ChampionModel reads the same layout; ``serving_config`` writes the
+files TF Serving reads).
 
 Every write is atomic (temp file or folder, then rename on the same filesystem), so TF Serving or
 any reader never sees a partial version folder or a half-written config.
@@ -23,8 +24,6 @@ from torchtfx.data.config.strict import ConfigError, StrictConfig
 
 logger = logging.getLogger(__name__)
 
-MODELS_CONFIG = "models.config"
-BATCHING_CONFIG = "batching_parameters.txt"
 TMP_PREFIX = ".incoming-"
 
 
@@ -103,65 +102,6 @@ def remove_stale_staging(serving_dir: Path) -> None:
     if serving_dir.is_dir():
         for path in serving_dir.glob(f"{TMP_PREFIX}*"):
             shutil.rmtree(path, ignore_errors=True)
-
-
-def models_config_text(model_name: str, base_path: Path, stable: int, canary: int, loaded: list[int]) -> str:
-    """A ModelServerConfig (text proto) serving ``loaded`` versions with stable/canary labels."""
-    policy = "".join(f"        versions: {v}\n" for v in sorted(set(loaded)))
-    return (
-        "# Written by torchtfx on every promotion or rollback; do not edit by hand.\n"
-        "model_config_list {\n"
-        "  config {\n"
-        f'    name: "{model_name}"\n'
-        f'    base_path: "{base_path}"\n'
-        '    model_platform: "tensorflow"\n'
-        "    model_version_policy {\n"
-        "      specific {\n"
-        f"{policy}"
-        "      }\n"
-        "    }\n"
-        f'    version_labels {{ key: "stable" value: {stable} }}\n'
-        f'    version_labels {{ key: "canary" value: {canary} }}\n'
-        "  }\n"
-        "}\n"
-    )
-
-
-def batching_text(params: BatchingParams) -> str:
-    return (
-        f"max_batch_size {{ value: {params.max_batch_size} }}\n"
-        f"batch_timeout_micros {{ value: {params.batch_timeout_micros} }}\n"
-        f"num_batch_threads {{ value: {params.num_batch_threads} }}\n"
-        f"max_enqueued_batches {{ value: {params.max_enqueued_batches} }}\n"
-    )
-
-
-def write_serving_config(
-    serving_dir: Path, model_name: str, champion: int, previous: int | None, batching: BatchingParams
-) -> None:
-    """stable -> the champion; canary -> the newest version on disk; the previous champion stays
-    loaded so a rollback is instant."""
-    on_disk = versions(serving_dir)
-    if champion not in on_disk:
-        raise FileNotFoundError(f"champion version {champion} is missing from {serving_dir}")
-    canary = max(on_disk)
-    loaded = [champion, canary] + ([previous] if previous in on_disk else [])
-    write_text_atomic(
-        serving_dir / MODELS_CONFIG, models_config_text(model_name, serving_dir, champion, canary, loaded)
-    )
-    write_text_atomic(serving_dir / BATCHING_CONFIG, batching_text(batching))
-
-
-def read_stable_version(serving_dir: Path) -> int | None:
-    """The ``stable`` label of models.config, if there is one."""
-    path = serving_dir / MODELS_CONFIG
-    if not path.is_file():
-        return None
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line.startswith('version_labels { key: "stable"'):
-            return int(line.split("value:")[1].strip(" }"))
-    return None
 
 
 LOCK_FILE = ".promotion.lock"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from torchtfx.components.promoter.promotion import PromotionError
 from torchtfx.components.shared.mlflow_client import TrackingUnavailableError
+from torchtfx.components.shared.serving_config import ServingConfigError
 from torchtfx.data.config.strict import ConfigError
 from torchtfx.data.sources import DataSourceError
 
@@ -15,6 +16,7 @@ USER_ERRORS = (
     ConfigError,
     DataSourceError,
     PromotionError,
+    ServingConfigError,
     TrackingUnavailableError,
     LookupError,
 )

@@ -134,6 +134,12 @@ def cli(verbose: bool) -> None:
     help="Serve a reduced-precision network if the drift gate passes it (fp16) [default: the dataset YAML's "
     "serving.precision, else fp32].",
 )
+@click.option(
+    "--serving-address",
+    metavar="HOST:PORT",
+    help="TF Serving's gRPC address: labels move only once it reports the new version AVAILABLE [default: none; "
+    "the label move waits for `torchtfx promote --finish`].",
+)
 @click.option("--no-cache", is_flag=True, help="Disable MLMD execution caching.")
 @click.option(
     "--mlflow-unreachable",
@@ -161,6 +167,7 @@ def run(
     model_hparams,
     detect_anomaly,
     serving_precision,
+    serving_address,
     no_cache,
     mlflow_unreachable,
 ):
@@ -188,6 +195,7 @@ def run(
             gates=dataset_cfg.gates,
             beam_workers=beam_workers,
             beam_mode=beam_mode,
+            serving_address=serving_address,
             enable_cache=not no_cache,
             mlflow_unreachable=mlflow_unreachable,
         )

@@ -17,11 +17,12 @@ _serving_option = click.option(
 )
 
 
-def _settings(dataset: str, pipeline_root: Path, serving_dir: Path | None):
+def _settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, serving_address: str | None = None):
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.pipeline.local.runner import LocalSettings
 
-    return LocalSettings(dataset=load_dataset_config(dataset), pipeline_root=pipeline_root, serving_dir=serving_dir)
+    return LocalSettings(dataset=load_dataset_config(dataset), pipeline_root=pipeline_root, serving_dir=serving_dir,
+                         serving_address=serving_address)  # fmt: skip
 
 
 def _target(settings):
@@ -29,7 +30,8 @@ def _target(settings):
     from torchtfx.components.shared.mlflow_client import Registry, resolve_tracking_uri
 
     registry = Registry(resolve_tracking_uri(settings.mlflow_default_uri), settings.registered_model_name)
-    return ServingTarget(settings.serving_model_dir, settings.dataset.name, registry, settings.batching)
+    return ServingTarget(settings.serving_model_dir, settings.dataset.name, registry, settings.batching,
+                         server_address=settings.serving_address)  # fmt: skip
 
 
 @click.command()
@@ -37,18 +39,27 @@ def _target(settings):
 @_root_option
 @_serving_option
 @click.option("--rollback", is_flag=True, help="Make the previous champion the champion again.")
+@click.option(
+    "--finish",
+    is_flag=True,
+    help="Move the stable/canary labels onto a version the last promotion staged (check first that TF Serving has "
+    "it AVAILABLE, or give --serving-address to have it checked).",
+)
 @click.option("--version", "registry_version", type=int, help="Make this registry version the champion.")
 @click.option("--reason", default="", help="Why (required with --version; recorded in the registry).")
-def promote(dataset, pipeline_root, serving_dir, rollback, registry_version, reason):
-    """Roll back to the previous champion, or promote a registered version by hand."""
+@click.option("--serving-address", metavar="HOST:PORT", help="TF Serving's gRPC address, to confirm loads.")
+def promote(dataset, pipeline_root, serving_dir, rollback, finish, registry_version, reason, serving_address):
+    """Roll back to the previous champion, promote a registered version by hand, or finish a label move."""
     from torchtfx.components.promoter import promotion
 
-    if rollback == (registry_version is not None):
-        raise click.UsageError("give exactly one of --rollback or --version N")
+    if sum([rollback, finish, registry_version is not None]) != 1:
+        raise click.UsageError("give exactly one of --rollback, --finish or --version N")
     try:
-        target = _target(_settings(dataset, pipeline_root, serving_dir))
+        target = _target(_settings(dataset, pipeline_root, serving_dir, serving_address))
         if rollback:
             message = promotion.rollback(target)
+        elif finish:
+            message = promotion.finish(target)
         else:
             message = promotion.set_champion(target, registry_version, reason)
     except USER_ERRORS as err:

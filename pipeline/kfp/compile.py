@@ -109,6 +109,7 @@ def build_pipeline(settings: KubeflowSettings):
         serving_model_name=dataset.name,
         gates=dataset.gates,
         code_version=settings.image,
+        serving_address=settings.serving_address or "",
         beam_pipeline_args=with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}"),
         pytorchjob_json=pytorchjob_json(settings),
         mlflow_unreachable=settings.mlflow.unreachable,

@@ -150,6 +150,10 @@ class KubeflowSettings(_KubeflowSection):
     pipeline_root: str
     data_root: str
     serving_dir: str
+    # The TF Serving deployment's gRPC address (kubeflow/serving/tf-serving.yaml): the Promoter moves the
+    # stable/canary labels only once it reports the new version AVAILABLE. None: the move waits for
+    # `torchtfx promote --finish`.
+    serving_address: str | None = None
     volumes: tuple[VolumeMount, ...] = ()
     mlflow: MlflowDeployment
     node_pools: dict[str, NodePool]

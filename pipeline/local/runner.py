@@ -46,6 +46,7 @@ class LocalSettings(StrictConfig):
     hparams: TrainerHParams = TrainerHParams()
     gates: GateConfig = GateConfig()
     batching: BatchingParams = BatchingParams()
+    serving_address: str | None = None  # TF Serving's gRPC host:port, which confirms each load before a label moves
     parity_tolerance: pydantic.PositiveFloat = DEFAULT_PARITY_TOLERANCE
     beam_workers: pydantic.PositiveInt = 2
     beam_mode: str = BEAM_MODE_AUTO  # or "in_memory", "multi_processing"
@@ -142,6 +143,7 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
         gates=settings.gates,
         code_version=code_version(),
         batching=settings.batching,
+        serving_address=settings.serving_address or "",
         parity_tolerance=settings.parity_tolerance,
         beam_pipeline_args=settings.beam_args(),
         metadata_connection_config=connection,

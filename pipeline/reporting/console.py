@@ -36,6 +36,12 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     click.echo(f"Report: {build_report(summary, settings.root, settings.mlflow_default_uri)}")
     if summary.pushed_to:
         click.echo(f"Promoted to champion; pushed model: {summary.pushed_to}")
+        if summary.labels_pending:
+            click.echo(
+                "TF Serving: the version is staged in models.config; the stable/canary labels move onto it once "
+                "the server has loaded it: `torchtfx promote --finish` (or the next run), or give --serving-address "
+                "to have the load confirmed and the labels moved in the same run."
+            )
         return True
     click.echo(gate_results.summary(failures), err=True)
     return False

@@ -44,6 +44,10 @@ class RunSummary:
         return self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.PUSHED_DESTINATION_PROPERTY)
 
     @property
+    def labels_pending(self) -> bool:
+        return self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.LABELS_PENDING_PROPERTY) == 1
+
+    @property
     def parity(self) -> float | None:
         value = self.custom(contracts.TRAINER_ID, "model", contracts.PARITY_PROPERTY)
         return None if value is None else float(value)

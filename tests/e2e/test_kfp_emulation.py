@@ -12,6 +12,8 @@ import pytest
 
 from tests import helpers
 from tests.fakes.kfp_launcher import Launcher, venv_bin
+from torchtfx.components.shared import serving_config
+from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import settings_from_dict
@@ -104,8 +106,10 @@ def test_every_step_of_the_compiled_spec_runs_and_the_model_is_pushed(emulated):
     assert set(results) == STEPS
     serving = root / "shared" / "serving"
     assert (serving / "1" / "saved_model.pb").is_file()
-    assert 'version_labels { key: "stable" value: 1 }' in (serving / "models.config").read_text()
+    # No serving_address in the config: version 1 is staged, and the labels wait for `promote --finish`.
+    assert serving_config.read_state(serving) == ServedState(frozenset({1}), {})
     pushed = results["Promoter"].outputs["pushed_model"]["metadata"]
+    assert pushed["labels_pending"] == 1
     assert pushed["pushed"] == 1 and pushed["pushed_destination"] == str(serving / "1")
     assert pushed["pushed_version"] == "1"  # a string, as TFX's Pusher writes it
 

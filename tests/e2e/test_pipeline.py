@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
+from tests.fakes.model_server import FakeModelServer, State
 from torchtfx.data.synthetic_loans import write_csv
 
 pytestmark = pytest.mark.e2e
@@ -51,7 +52,20 @@ SECRET_ENV = {"MLFLOW_TRACKING_USERNAME": "e2e-user", "MLFLOW_TRACKING_PASSWORD"
 
 
 @pytest.fixture(scope="module")
-def taxi_run(tmp_path_factory, taxi_rows):
+def model_server():
+    """TEST DOUBLE of TF Serving's ModelService (tests/fakes/model_server.py; the real server cannot run here),
+    with its label rules: the taxi runs of this module promote through it with --serving-address."""
+    server = FakeModelServer(load_seconds=0.5).start()
+    yield server
+    server.stop()
+
+
+def serving(root: Path, server: FakeModelServer) -> tuple[str, ...]:
+    return ("--serving-dir", str(root / "serving"), "--serving-address", server.address)
+
+
+@pytest.fixture(scope="module")
+def taxi_run(tmp_path_factory, taxi_rows, model_server):
     """The first run, on data with categorical values the schema has never seen (case 10 of the catalogue:
     they must not stop the run): new companies, and a new payment type in < 1% of the rows."""
     root = tmp_path_factory.mktemp("taxi_e2e")
@@ -61,8 +75,8 @@ def taxi_run(tmp_path_factory, taxi_rows):
     for row in rows[::250]:
         row["payment_type"] = "Crypto"  # 0.4%: the schema tolerates < 1% unknown payment types
     data = helpers.write_sample(rows, root / "data", list(taxi_rows[0]))
-    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), "--epochs", "6", env=SECRET_ENV)  # fmt: skip
+    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"), *serving(root, model_server),
+                    "--epochs", "6", env=SECRET_ENV)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     return root, proc
 
@@ -234,12 +248,12 @@ def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
     assert all(s.state == "COMPLETE" for s in summary.stages)
 
 
-def test_worse_model_is_rejected_and_production_is_byte_identical(taxi_run):
+def test_worse_model_is_rejected_and_production_is_byte_identical(taxi_run, model_server):
     """Promotion scenario 2: one optimizer step of training; the gates against the champion refuse it."""
     root, _ = taxi_run
     before, champion = helpers.tree_digest(root / "serving"), registry(root).alias_version("champion").version
     proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), "--epochs", "1", "--batch-size", "100000")  # fmt: skip
+                    *serving(root, model_server), "--epochs", "1", "--batch-size", "100000")  # fmt: skip
     assert proc.returncode == REJECTED, proc.stderr[-3000:]
     assert "Candidate REJECTED" in proc.stderr
     assert "auc" in proc.stderr and "change gate: candidate - champion >= -0.01" in proc.stderr
@@ -248,12 +262,12 @@ def test_worse_model_is_rejected_and_production_is_byte_identical(taxi_run):
     assert registry(root).alias_version("challenger").tags["rejected"] == "true"
 
 
-def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_run):
+def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_run, model_server):
     """Promotion scenario 3: a properly trained model (another seed) passes the change gates."""
     root, _ = taxi_run
     former = registry(root).alias_version("champion").version
     proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), "--epochs", "6", "--seed", "7")  # fmt: skip
+                    *serving(root, model_server), "--epochs", "6", "--seed", "7")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     reg = registry(root)
     assert reg.alias_version("previous").version == former
@@ -262,10 +276,10 @@ def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_
     assert 'key: "stable" value: 2' in config and "versions: 1" in config
 
 
-def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run):
+def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run, model_server):
     """Promotion scenario 4: `torchtfx promote --rollback`, twice."""
     root, _ = taxi_run
-    args = ("--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving"))
+    args = ("--pipeline-root", str(root / "pipeline"), *serving(root, model_server))
     first = torchtfx("--rollback", *args, command="promote")
     assert first.returncode == 0 and "rolled back" in first.stdout, first.stderr[-2000:]
     assert registry(root).serving_version("champion") == 1
@@ -274,6 +288,15 @@ def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run):
     second = torchtfx("--rollback", *args, command="promote")
     assert second.returncode == 0 and "nothing to roll back" in second.stdout
     assert helpers.tree_digest(root / "serving") == state and registry(root).serving_version("champion") == 1
+
+
+def test_tf_serving_accepted_every_config_and_labels_moved_only_onto_available_versions(taxi_run, model_server):
+    """Across the runs above (promote 1, reject, promote 2, roll back): what a live TF Serving received."""
+    refused = [(config, outcome) for config, outcome in model_server.history if outcome != "OK"]
+    assert refused == []
+    moves = [(label, version) for label, version, _state in model_server.label_moves]
+    assert ("stable", 1) in moves and ("stable", 2) in moves
+    assert all(state == State.AVAILABLE for *_, state in model_server.label_moves), model_server.label_moves
 
 
 def _set(column: str, value: str, every: int = 1):

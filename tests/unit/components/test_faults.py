@@ -19,8 +19,9 @@ import torch
 from tests import helpers
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
-from torchtfx.components.shared import contracts, serving_layout
+from torchtfx.components.shared import contracts, serving_config, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registry
+from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.constants import WORKER_MODULE
 from torchtfx.components.torch_trainer.worker.job import TrainResult
@@ -60,8 +61,11 @@ def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
     champion, previous = target.registry.alias_version(CHAMPION), target.registry.alias_version(PREVIOUS)
     assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
     assert champion.version != previous.version
-    config = (target.serving_dir / serving_layout.MODELS_CONFIG).read_text()
-    assert 'key: "stable" value: 2' in config and "versions: 1" in config and "versions: 2" in config
+    # No server address: the second promotion finished the first one's label move, and its own waits.
+    assert serving_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 1, "canary": 1})
+    assert promotion.pending_label_move(target) == 2
+    promotion.finish(target)
+    assert serving_config.read_state(target.serving_dir).labels == {"stable": 2, "canary": 2}
     assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
 
 
@@ -71,6 +75,7 @@ def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeyp
     first = promotion.Candidate(_saved_model(tmp_path / "m1", 1.0), None,
                                 target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
     promotion.promote(first, target)
+    promotion.finish(target)  # the label move a server-less promotion leaves pending
     before = _digest(target.serving_dir)
     real_copytree = shutil.copytree
     copied = []
