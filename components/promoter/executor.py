@@ -125,6 +125,7 @@ class Executor(pusher_executor.Executor):
             onnx_path=onnx_path if onnx_path.is_file() else None,
             mlflow_run_id=_prop(model, MLFLOW_RUN_ID_PROPERTY),
             tags=_tags(model, examples, statistics, evaluation.uri, exec_properties, run_id, execution_id),
+            mlflow_model_dir=mlflow_model if (mlflow_model := contracts.mlflow_model_dir(model.uri)).is_dir() else None,
         )
         _require_registry(target.registry.tracking_uri)  # before any change: promotion never half-happens
         if self.CheckBlessing(input_dict):

@@ -63,6 +63,14 @@ class Candidate:
     onnx_path: Path | None
     mlflow_run_id: str | None
     tags: dict[str, str]
+    mlflow_model_dir: Path | None = None  # the Trainer's MLflow Model (pyfunc; SavedModel, ONNX, torch inside)
+
+    def registry_artifacts(self) -> dict[str, Path]:
+        """What a registered version holds; its first entry is the version's source."""
+        if self.mlflow_model_dir is not None:
+            return {"model": self.mlflow_model_dir}
+        # A Model artifact from before MLflow Models were built: the raw folders, as then.
+        return {"serving_model": self.saved_model_dir, **({"onnx": self.onnx_path} if self.onnx_path else {})}
 
 
 def _journal(target: ServingTarget) -> Path:
@@ -170,11 +178,8 @@ def promote(candidate: Candidate, target: ServingTarget) -> int:
         version = serving_layout.next_version(target.serving_dir)
         _write_journal(target, serving_version=version, step=STEP_PUSH)
         _push(candidate, target, version)
-        artifacts = {"serving_model": candidate.saved_model_dir}
-        if candidate.onnx_path is not None:
-            artifacts["onnx"] = candidate.onnx_path
         tags = {**candidate.tags, SERVING_VERSION_TAG: str(version)}
-        registered = target.registry.register(candidate.mlflow_run_id, artifacts, tags)
+        registered = target.registry.register(candidate.mlflow_run_id, candidate.registry_artifacts(), tags)
         previous = int(old_champion.tags[SERVING_VERSION_TAG]) if old_champion is not None else None
         desired = serving_transition.target_state(target.serving_dir, version, previous)
         try:
@@ -229,8 +234,7 @@ def reject(candidate: Candidate, target: ServingTarget, reasons: list[str]) -> s
         return None
     with promotion_lock(target.serving_dir):
         tags = {**candidate.tags, "rejected": "true", "rejection_reasons": "; ".join(reasons)[:4000]}
-        artifacts = {"onnx": candidate.onnx_path} if candidate.onnx_path else {}
-        registered = target.registry.register(candidate.mlflow_run_id, artifacts, tags)
+        registered = target.registry.register(candidate.mlflow_run_id, candidate.registry_artifacts(), tags)
         target.registry.set_alias(CHALLENGER, registered.version)
     return registered.version
 

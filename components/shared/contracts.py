@@ -52,6 +52,13 @@ def state_dict_path(model_uri: str | Path) -> Path:
     return export_dir(model_uri) / STATE_DICT_FILE
 
 
+MLFLOW_MODEL_SUBDIR = "mlflow_model"  # the MLflow Model (pyfunc) that the Promoter registers
+
+
+def mlflow_model_dir(model_uri: str | Path) -> Path:
+    return Path(model_uri) / MLFLOW_MODEL_SUBDIR
+
+
 def layout_path(model_uri: str | Path) -> Path:
     return export_dir(model_uri) / LAYOUT_FILE
 

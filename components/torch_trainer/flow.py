@@ -27,7 +27,7 @@ from torchtfx.components.torch_trainer.export.precision import (
     build_reduced_precision_variant,
     measure_drift,
 )
-from torchtfx.components.torch_trainer.export.warmup import write_warmup_requests
+from torchtfx.components.torch_trainer.export.warmup import raw_examples, write_warmup_requests
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
@@ -155,14 +155,7 @@ def run(request: TrainRequest) -> TrainOutcome:
     model = load_torch_model(export_dir, layout, request.hparams)
     parity = measure_parity(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance)
     seconds["parity"] = time.perf_counter() - tick
-    tick = time.perf_counter()
-    # Only a model that passed parity in FP32 gets a reduced-precision variant; the gate compares with FP32.
-    precision = reduced_precision(request, tft_output, layout, export_dir) if parity.passed else FP32
-    seconds["precision"] = time.perf_counter() - tick
-    tick = time.perf_counter()
-    if parity.passed:  # Format-Serving is final here: the fp16 variant, if swapped in, gets the requests too
-        write_warmup_requests(request.serving_dir, request.raw_eval_uri, (request.dataset.label.column,))
-    seconds["warmup"] = time.perf_counter() - tick
+    precision = _finish_serving_model(request, tft_output, layout, export_dir, parity, seconds)
     if result.mlflow_run_id:
         tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
         metrics = {
@@ -173,6 +166,33 @@ def run(request: TrainRequest) -> TrainOutcome:
         tracker.finish("FINISHED" if parity.passed else "FAILED")
     enforce(parity)
     return TrainOutcome(result, parity, layout, seconds, converted, precision)
+
+
+def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path,
+                          parity: ParityReport, seconds: dict[str, float]) -> PrecisionOutcome:  # fmt: skip
+    """After FP32 parity: the reduced-precision variant (if asked for and within the drift limits), then the
+    warmup requests and the MLflow Model, both of the final Format-Serving. Nothing for a model that failed."""
+    if not parity.passed:
+        return FP32
+    tick = time.perf_counter()
+    precision = reduced_precision(request, tft_output, layout, export_dir)  # the gate compares with FP32
+    seconds["precision"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    write_warmup_requests(request.serving_dir, request.raw_eval_uri, (request.dataset.label.column,))
+    seconds["warmup"] = time.perf_counter() - tick
+    tick = time.perf_counter()
+    _save_mlflow_model(request, export_dir)
+    seconds["mlflow_model"] = time.perf_counter() - tick
+    return precision
+
+
+def _save_mlflow_model(request: TrainRequest, export_dir: Path) -> None:
+    """The registry's MLflow Model, built from the final Format-Serving (warmup and precision included)."""
+    from torchtfx.components.torch_trainer.export.mlflow_model import INPUT_EXAMPLE_ROWS, save_mlflow_model
+
+    examples = raw_examples(request.raw_eval_uri, INPUT_EXAMPLE_ROWS * 20, (request.dataset.label.column,))
+    save_mlflow_model(contracts.mlflow_model_dir(request.model_uri), Path(request.serving_dir), export_dir,
+                      request.hparams.to_json(), examples, Path(request.work_dir) / "mlflow_model")  # fmt: skip
 
 
 def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path) -> PrecisionOutcome:

@@ -14,6 +14,8 @@ import pytest
 
 from tests import helpers
 from tests.fakes.model_server import FakeModelServer, State
+from torchtfx.components.shared import serving_config
+from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.data.synthetic_loans import write_csv
 
 pytestmark = pytest.mark.e2e
@@ -100,7 +102,7 @@ def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     replayed = replay_warmup(root / "serving" / "1")
     assert [r.outputs["probabilities"].shape for r in replayed] == [(n,) for n in WARMUP_BATCH_SIZES]
     assert f"pushed model: {root / 'serving' / '1'}" in proc.stdout
-    assert 'version_labels { key: "stable" value: 1 }' in (root / "serving" / "models.config").read_text()
+    assert serving_config.read_state(root / "serving") == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
     assert registry(root).serving_version("champion") == 1
     assert "auc=" in proc.stdout and "MLflow run:" in proc.stdout
     report = Path(proc.stdout.split("Report: ")[1].split()[0])
@@ -140,6 +142,36 @@ def _serve(version: Path, script: str) -> subprocess.CompletedProcess:
     prelude = f"import tensorflow as tf\nmodel = tf.saved_model.load({str(version)!r})\n"
     return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], capture_output=True, text=True,
                           timeout=300)  # fmt: skip
+
+
+def test_registry_champion_is_an_mlflow_model_that_predicts_like_the_saved_model(taxi_run, taxi_cfg):
+    """`mlflow.pyfunc.load_model("models:/torchtfx-taxi@champion")` in a fresh process, on a DataFrame read
+    from the CSV (label dropped), against serving_default on the same rows encoded by the tests' own encoder."""
+    root, _ = taxi_run
+    csv_path = root / "data" / "data.csv"
+    schema = helpers.read_schema(taxi_cfg.schema_path)
+    rows = [{k: v for k, v in r.items() if k != "tips"} for r in helpers.csv_rows(csv_path, 64)]
+    requests = root / "pyfunc_requests.tfrecord"
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(requests)) as writer:
+        for row in rows:
+            writer.write(helpers.row_to_example(row, schema).SerializeToString())
+    uri = f"sqlite:///{root / 'pipeline' / 'mlflow' / 'mlflow.db'}"
+    script = textwrap.dedent(f"""
+        import mlflow, numpy as np, pandas as pd, tensorflow as tf
+        mlflow.set_tracking_uri({uri!r}); mlflow.set_registry_uri({uri!r})
+        frame = pd.read_csv({str(csv_path)!r}, nrows=64).drop(columns=["tips"])
+        served = mlflow.pyfunc.load_model("models:/torchtfx-taxi@champion").predict(frame)["probabilities"].to_numpy()
+        model = tf.saved_model.load({str(root / "serving" / "1")!r})
+        batch = tf.constant([r.numpy() for r in tf.data.TFRecordDataset({str(requests)!r})])
+        expected = model.signatures["serving_default"](examples=batch)["probabilities"].numpy()
+        print("max_abs_diff", float(np.max(np.abs(served - expected))), served.shape[0])
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, diff, count = proc.stdout.strip().splitlines()[-1].split()
+    assert int(count) == 64 and float(diff) <= 1e-6, proc.stdout
 
 
 def test_bad_input_10_unseen_categorical_values_go_to_the_oov_bucket(taxi_run, taxi_rows, taxi_cfg):
@@ -272,8 +304,7 @@ def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_
     reg = registry(root)
     assert reg.alias_version("previous").version == former
     assert reg.serving_version("champion") == 2
-    config = (root / "serving" / "models.config").read_text()
-    assert 'key: "stable" value: 2' in config and "versions: 1" in config
+    assert serving_config.read_state(root / "serving") == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
 
 
 def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run, model_server):
@@ -283,7 +314,7 @@ def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run, model
     first = torchtfx("--rollback", *args, command="promote")
     assert first.returncode == 0 and "rolled back" in first.stdout, first.stderr[-2000:]
     assert registry(root).serving_version("champion") == 1
-    assert 'key: "stable" value: 1' in (root / "serving" / "models.config").read_text()
+    assert serving_config.read_stable_version(root / "serving") == 1
     state = helpers.tree_digest(root / "serving")
     second = torchtfx("--rollback", *args, command="promote")
     assert second.returncode == 0 and "nothing to roll back" in second.stdout

@@ -60,7 +60,7 @@ def serving_input_name(saved_model_dir: Path | str, signature: str = SERVING_SIG
     return names[0]
 
 
-def _raw_examples(raw_split_uri: str, count: int, drop_columns: Iterable[str]) -> list[bytes]:
+def raw_examples(raw_split_uri: str, count: int, drop_columns: Iterable[str]) -> list[bytes]:
     """The split's first ``count`` serialized tf.Examples, without ``drop_columns`` (a client's request
     carries no label)."""
     drop = tuple(drop_columns)
@@ -96,7 +96,7 @@ def write_warmup_requests(
     if not batch_sizes or len(batch_sizes) > MAX_WARMUP_RECORDS or min(batch_sizes) < 1:
         raise ValueError(f"warmup batch sizes {batch_sizes!r}: need 1 to {MAX_WARMUP_RECORDS} sizes, each >= 1")
     input_name = serving_input_name(saved_model_dir)
-    examples = _raw_examples(raw_split_uri, max(batch_sizes), drop_columns)
+    examples = raw_examples(raw_split_uri, max(batch_sizes), drop_columns)
     if not examples:
         raise ValueError(f"no raw examples in {raw_split_uri} to build warmup requests from")
     sizes = list(dict.fromkeys(min(size, len(examples)) for size in batch_sizes))

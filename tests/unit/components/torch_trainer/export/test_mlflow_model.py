@@ -1,0 +1,112 @@
+"""The registry's MLflow Model: built from a real serving SavedModel, registered by the real promotion code in
+a sqlite registry, and loaded by alias in a fresh process with ``mlflow.pyfunc.load_model``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+import tensorflow as tf
+import torch
+
+from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
+from torchtfx.components.promoter import promotion
+from torchtfx.components.shared import contracts
+from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
+from torchtfx.components.torch_trainer.export import mlflow_model
+from torchtfx.components.torch_trainer.export.warmup import raw_examples
+from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.modeling.factory import build_model
+from torchtfx.data.config.model import ModelConfig
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tiny_taxi):
+    torch.manual_seed(0)
+    model = train_briefly(build_model(ModelConfig(), tiny_taxi.layout.model_spec()), tiny_taxi)
+    root = tmp_path_factory.mktemp("mlflow_model")
+    export = root / "export"
+    export.mkdir()
+    serving = export_and_serve(tiny_taxi, model, export / contracts.ONNX_FILE, root / "serving")
+    torch.save(model.state_dict(), export / contracts.STATE_DICT_FILE)
+    (export / contracts.LAYOUT_FILE).write_text(tiny_taxi.layout.to_json())
+    examples = raw_examples(str(tiny_taxi.examples_dir), 100, (tiny_taxi.cfg.label.column,))
+    dest = root / "model"
+    mlflow_model.save_mlflow_model(dest, serving, export, TrainerHParams().to_json(), examples, root / "work")
+    return dest, serving, examples, model
+
+
+def test_the_model_folder_has_a_signature_an_input_example_and_the_three_forms(built, tiny_taxi):
+    dest, _serving, examples, _model = built
+    info = mlflow_model.mlflow.models.Model.load(str(dest / "MLmodel"))
+    inputs = {c["name"]: c["type"] for c in json.loads(info.signature.to_dict()["inputs"])}
+    assert tiny_taxi.cfg.label.column not in inputs
+    assert inputs["payment_type"] == "string" and inputs["fare"] == "any" and inputs["trip_seconds"] == "any"
+    assert [c["name"] for c in json.loads(info.signature.to_dict()["outputs"])] == ["probabilities"]
+    example = json.loads((dest / "serving_input_example.json").read_text())["dataframe_split"]
+    assert len(example["data"]) == mlflow_model.INPUT_EXAMPLE_ROWS
+    artifacts = {p.name for p in (dest / "artifacts").iterdir()}
+    assert {"serving", contracts.ONNX_FILE, "torch", "feature_kinds.json"} <= artifacts
+    assert (dest / "artifacts" / "serving" / "saved_model.pb").is_file()
+
+
+def test_frame_round_trip_keeps_every_value_and_missing_values_stay_missing(built):
+    _dest, _serving, examples, _model = built
+    kinds = mlflow_model.feature_kinds(examples)
+    frame = mlflow_model.frame_from_examples(examples[:20], kinds)
+    again = mlflow_model.examples_from_frame(frame, kinds)
+    assert [tf.train.Example.FromString(a) for a in again] == [tf.train.Example.FromString(e) for e in examples[:20]]
+    with pytest.raises(ValueError, match=r"unknown column\(s\) \['tip_amount'\]"):
+        mlflow_model.examples_from_frame(frame.assign(tip_amount=1.0), kinds)
+
+
+def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_saved_model(built, tmp_path):
+    dest, serving, examples, model = built
+    registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
+    experiment = registry.client.create_experiment("runs", artifact_location=str(tmp_path / "artifacts"))
+    run_id = registry.client.create_run(experiment).info.run_id
+    target = promotion.ServingTarget(tmp_path / "serving", "test", registry)
+    promotion.promote(promotion.Candidate(serving, None, run_id, {}, mlflow_model_dir=dest), target)
+    kinds = mlflow_model.feature_kinds(examples)
+    frame = mlflow_model.frame_from_examples(examples, kinds)
+    frame.to_json(tmp_path / "rows.json", orient="split")
+    expected = tf.saved_model.load(str(serving)).signatures["serving_default"](examples=tf.constant(examples))
+    script = f"""
+        import json, os, sys
+        import mlflow, pandas as pd
+        mlflow.set_registry_uri({registry.tracking_uri!r}); mlflow.set_tracking_uri({registry.tracking_uri!r})
+        frame = pd.read_json({str(tmp_path / "rows.json")!r}, orient="split")
+        out = mlflow.pyfunc.load_model("models:/torchtfx-test@{CHAMPION}").predict(frame)
+        print(json.dumps(out["probabilities"].tolist()))
+        print("leaked:", [m for m in ("torch", "onnx2tf") if m in sys.modules])
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    served = np.array(json.loads(lines[-2]))
+    assert served.shape == (len(examples),)
+    assert np.max(np.abs(served - expected["probabilities"].numpy())) <= 1e-6
+    assert lines[-1] == "leaked: []"  # the pyfunc path is TensorFlow only
+
+
+def test_the_pytorch_form_reloads_into_the_trained_module(built):
+    dest, _serving, _examples, model = built
+    reloaded = mlflow_model.load_torch_module(dest)
+    for (name, ours), (_, theirs) in zip(model.state_dict().items(), reloaded.state_dict().items(), strict=True):
+        assert torch.equal(ours, theirs), name
+
+
+def test_outputs_frame_keeps_multiclass_rows_as_lists():
+    frame = mlflow_model.outputs_frame({"probabilities": np.array([[0.2, 0.8], [0.6, 0.4]], np.float32),
+                                        "classes": np.array([[b"Cash", b"Card"]] * 2)})  # fmt: skip
+    assert list(frame.columns) == ["classes", "probabilities"]
+    assert frame["classes"][0].tolist() == ["Cash", "Card"] and frame["probabilities"][1].tolist() == pytest.approx(
+        [0.6, 0.4]
+    )
+    assert isinstance(frame, pd.DataFrame)
