@@ -42,7 +42,7 @@ def built(tmp_path_factory, tiny_taxi):
 
 
 def test_the_model_folder_has_a_signature_an_input_example_and_the_three_forms(built, tiny_taxi):
-    dest, _serving, examples, _model = built
+    dest, _serving, _examples, _model = built
     info = mlflow_model.mlflow.models.Model.load(str(dest / "MLmodel"))
     inputs = {c["name"]: c["type"] for c in json.loads(info.signature.to_dict()["inputs"])}
     assert tiny_taxi.cfg.label.column not in inputs
@@ -66,7 +66,7 @@ def test_frame_round_trip_keeps_every_value_and_missing_values_stay_missing(buil
 
 
 def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_saved_model(built, tmp_path):
-    dest, serving, examples, model = built
+    dest, serving, examples, _model = built
     registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
     experiment = registry.client.create_experiment("runs", artifact_location=str(tmp_path / "artifacts"))
     run_id = registry.client.create_run(experiment).info.run_id
@@ -110,3 +110,47 @@ def test_outputs_frame_keeps_multiclass_rows_as_lists():
         [0.6, 0.4]
     )
     assert isinstance(frame, pd.DataFrame)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_mlflow_models_serve_answers_invocations_like_the_saved_model(built, tmp_path):
+    """`mlflow models serve --env-manager local` on a localhost port, polled for at most 180 s."""
+    import os
+    import time
+    import urllib.request
+
+    dest, serving, examples, _model = built
+    port = _free_port()
+    venv_bin = os.path.dirname(sys.executable)  # as in an activated venv: mlflow execs `uvicorn` from PATH
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
+    server = subprocess.Popen([os.path.join(venv_bin, "mlflow"), "models", "serve", "-m", str(dest),
+                               "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/ping", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "mlflow models serve never answered /ping"
+                time.sleep(1)
+        frame = mlflow_model.frame_from_examples(examples[:16], mlflow_model.feature_kinds(examples))
+        body = json.dumps({"dataframe_split": json.loads(frame.to_json(orient="split", index=False))}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", body,
+                                         {"Content-Type": "application/json"})  # fmt: skip
+        answer = json.loads(urllib.request.urlopen(request, timeout=60).read())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    served = np.array([row["probabilities"] for row in answer["predictions"]])
+    expected = tf.saved_model.load(str(serving)).signatures["serving_default"](examples=tf.constant(examples[:16]))
+    assert np.max(np.abs(served - expected["probabilities"].numpy())) <= 1e-6
