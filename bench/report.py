@@ -197,7 +197,7 @@ def _zoo_section(r: dict) -> list[str]:
             lines.append(f"| {m['model']} | failed: {error} |")
             continue
         times = [
-            " / ".join(f"{m['latency'][n][b]['median_ms']:.3f}" for n in r["runtimes"])
+            " / ".join(f"{m['latency'][n][b]['median_ms']:.3f}" for n in r["runtimes"] if n in m["latency"])
             + f" ({m['converted_vs_onnxruntime'][b]:.2f})"
             for b in batches
         ]

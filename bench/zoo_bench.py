@@ -21,7 +21,14 @@ from pathlib import Path
 import numpy as np
 
 from bench import pipelines
-from bench.serving_bench import BATCH_SIZES, _eval_rows, _network_inputs, call_floor, latency_ms, network_call
+from bench.serving_bench import (
+    BATCH_SIZES,
+    _eval_rows,
+    _network_inputs,
+    call_floor,
+    interleaved_latency_ms,
+    network_call,
+)
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
@@ -128,9 +135,10 @@ def _latencies(runtimes: dict[str, Callable], dense: np.ndarray, categorical: np
     results: dict[str, dict[str, dict]] = {name: {} for name in runtimes}
     for batch in BATCH_SIZES:
         d, c = dense[:batch], categorical[:batch]
-        for name, fn in runtimes.items():
-            results[name][str(batch)] = latency_ms(functools.partial(fn, d, c))
-            logger.info("zoo %s %s batch %s: %.3f ms", model, name, batch, results[name][str(batch)]["median_ms"])
+        measured = interleaved_latency_ms({name: functools.partial(fn, d, c) for name, fn in runtimes.items()})
+        for name, found in measured.items():
+            results[name][str(batch)] = found
+            logger.info("zoo %s %s batch %s: %.3f ms", model, name, batch, found["median_ms"])
     return results
 
 
