@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 
 import tensorflow_transform as tft
-import torch
-from torch import nn
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
@@ -32,6 +30,7 @@ from torchtfx.components.torch_trainer.features import FeatureLayout, layout_fro
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.materialize import materialize
 from torchtfx.components.torch_trainer.modeling.factory import build_model
+from torchtfx.components.torch_trainer.trained_model import load_torch_model
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.data.config.dataset import DatasetConfig
 
@@ -85,14 +84,6 @@ class TrainOutcome:
     seconds: dict[str, float]
     conversion: str = ""  # "<strategy>; repairs: <names>"
     precision: PrecisionOutcome = FP32
-
-
-def load_torch_model(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams) -> nn.Module:
-    """The trained network, rebuilt by its factory and loaded with the saved weights."""
-    model = build_model(hparams.model, layout.model_spec())
-    state = torch.load(export_dir / contracts.STATE_DICT_FILE, map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
-    return model.eval()
 
 
 def _staging(request: TrainRequest) -> Staging | None:

@@ -166,8 +166,8 @@ def load_torch_module(model_path: str | Path):
     """The trained PyTorch module from a downloaded MLflow Model folder (``mlflow.artifacts.download_artifacts
     ("models:/<name>@champion")``): the factory in hparams.json rebuilds it, the state dict fills it."""
     from torchtfx.components.torch_trainer.features import FeatureLayout
-    from torchtfx.components.torch_trainer.flow import load_torch_model
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
+    from torchtfx.components.torch_trainer.trained_model import load_torch_model
 
     torch_dir = Path(model_path) / "artifacts" / TORCH_ARTIFACT
     layout = FeatureLayout.from_json((torch_dir / contracts.LAYOUT_FILE).read_text())
