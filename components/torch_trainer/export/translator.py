@@ -21,6 +21,9 @@ from torchtfx.components.torch_trainer.export.tf_ops import FUSED_DOMAIN, FUSED_
 
 logger = logging.getLogger(__name__)
 
+# A fused lookup's table up to this size is stored twice over, which wraps negative ids for free (see
+# fuse_embedding_lookups); a larger one keeps one copy and wraps its ids with a select.
+_WRAPPED_TABLE_MAX_BYTES = 16 * 2**20
 _VARIABLE_MIN_SIZE = 64  # smaller initializers (shape vectors, scalars) stay constants: TF folds them
 # Measured on the taxi MLP, same process (ms per call at batch 1 / 1024): every weight a graph constant
 # instead 0.452 / 1.340 against 0.480 / 1.380 (oneDNN caches constant weights), Gemm weights stored
@@ -91,6 +94,13 @@ def fuse_embedding_lookups(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
 
     Measured on the taxi MLP's 13 tables: the traced TF graph fell from 288 to 85 ops; each lookup had been a
     column gather, 4 ops wrapping negative ids (ONNX semantics) and the table gather.
+
+    Each table up to ``_WRAPPED_TABLE_MAX_BYTES`` is stored twice over (``[table; table]``, initializer
+    ``<table>/wrapped``): its lookup is then ``gather(wrapped, id + rows)``, which reads row ``id mod rows``
+    for every id in ``[-rows, rows)`` and refuses every other id, ONNX's semantics in one scalar add.
+    Measured at batch 1024 through TF's C API (Session::Run, as TF Serving calls the graph): the network took
+    0.635 ms with the ids wrapped by ``where(ids < 0, ids + rows, ids)`` on all ids at once, 0.564 ms with
+    this, 0.537 ms with no wrap at all; onnxruntime 0.392 ms.
     """
     graph = model.graph
     ctx = _graph_context(graph)
@@ -113,7 +123,33 @@ def fuse_embedding_lookups(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     out.CopyFrom(model)
     del out.graph.node[:]
     out.graph.node.extend(n for n in nodes if id(n) not in dropped)
+    _store_wrapped_tables(out.graph, ctx["initializers"])
     return out, fused
+
+
+def _store_wrapped_tables(graph: onnx.GraphProto, initializers: dict[str, np.ndarray]) -> None:
+    """Point every fused node's small tables at their ``[table; table]`` copy (see
+    :func:`fuse_embedding_lookups`), then drop the initializers no node reads any more."""
+    added: set[str] = set()
+    for node in graph.node:
+        if node.domain != FUSED_DOMAIN or node.op_type != "EmbeddingConcat":
+            continue
+        wrapped = []
+        for position in range(1, 1 + len(_attr(node, "rows", []))):
+            table = node.input[position]
+            small = initializers[table].nbytes <= _WRAPPED_TABLE_MAX_BYTES
+            if small and f"{table}/wrapped" not in added:
+                graph.initializer.append(numpy_helper.from_array(np.concatenate([initializers[table]] * 2),
+                                                                 f"{table}/wrapped"))  # fmt: skip
+                added.add(f"{table}/wrapped")
+            if small:
+                node.input[position] = f"{table}/wrapped"
+            wrapped.append(int(small))
+        node.attribute.append(helper.make_attribute("wrapped", wrapped))
+    used = {name for node in graph.node for name in node.input} | {v.name for v in [*graph.output, *graph.input]}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
 
 
 def _graph_context(graph: onnx.GraphProto) -> dict:

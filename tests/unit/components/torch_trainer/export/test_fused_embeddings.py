@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 import torch
 
+from torchtfx.components.torch_trainer.export import translator
 from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
 from torchtfx.components.torch_trainer.export.tf_ops import FUSED_DOMAIN
 from torchtfx.components.torch_trainer.export.translator import OnnxGraphModule, fuse_embedding_lookups
@@ -77,5 +78,27 @@ def test_fused_lookups_keep_onnx_gather_id_semantics(tmp_path):
     negative = np.array([[-1, -40, -5], [-11, 0, 4]], np.int64)  # count from each table's end
     np.testing.assert_array_equal(fused(dense, negative).numpy(), unfused(dense, negative).numpy())
     for outside in ([[11, 0, 0]], [[0, 0, -6]]):  # past table a's 11 rows; before table c's first row
+        with pytest.raises(tf.errors.InvalidArgumentError):
+            fused(dense[:1], np.array(outside, np.int64))
+
+
+@pytest.mark.parametrize("max_bytes", [16 * 2**20, 0])
+def test_small_tables_are_stored_twice_over_and_large_ones_wrap_by_select(tmp_path, monkeypatch, max_bytes):
+    """Both ways of wrapping negative ids (a ``[table; table]`` copy read at ``id + rows``, or a select for a
+    table above the size limit) keep ONNX's id semantics, and no table is stored more than the way it reads."""
+    monkeypatch.setattr(translator, "_WRAPPED_TABLE_MAX_BYTES", max_bytes)
+    model = _exported(tmp_path, "mlp")
+    fused_model, _ = fuse_embedding_lookups(model)
+    names = {t.name for t in fused_model.graph.initializer}
+    tables = [f"model.embeddings.{k}.weight" for k in range(len(SPEC.cardinalities))]
+    if max_bytes:
+        assert {f"{t}/wrapped" for t in tables} <= names and not names & set(tables)
+    else:
+        assert set(tables) <= names and not any(n.endswith("/wrapped") for n in names)
+    fused, unfused = _traced(OnnxGraphModule(model)), _traced(OnnxGraphModule(model, fuse=False))
+    dense = np.zeros([3, 3], np.float32)
+    ids = np.array([[-1, -40, -5], [-11, 0, 4], [10, 39, -3]], np.int64)
+    np.testing.assert_array_equal(fused(dense, ids).numpy(), unfused(dense, ids).numpy())
+    for outside in ([[-12, 0, 0]], [[0, 40, 0]], [[0, 0, 5]]):
         with pytest.raises(tf.errors.InvalidArgumentError):
             fused(dense[:1], np.array(outside, np.int64))
