@@ -6,7 +6,9 @@
 3. onnxruntime on the exported ONNX graph;
 4. PyTorch eager on the trained weights;
 and ``tf_call_floor``: a ConcreteFunction that only doubles its dense input, called the same way: what any
-TF function costs per call from Python, whatever its graph (TF Serving calls the graph from C++ instead).
+TF function costs per call from Python, whatever its graph. TF Serving calls the graph from C++ instead:
+``converted_network_session``, ``savedmodel_signature_session`` and ``tf_session_floor`` are the same three
+graphs run by ``TF_SessionRun`` from a C process (``bench/session_run.py``), the call TF Serving makes.
 
 Every runtime gets the same number of intra-op threads (the machine's cores) and the same rows.
 """
@@ -36,6 +38,7 @@ _ROUNDS = 5
 
 
 def _timed_calls(call: Callable[[], object], seconds: float, min_calls: int) -> list[float]:
+    """Milliseconds of each call, for at least ``seconds`` and ``min_calls``."""
     times: list[float] = []
     started = time.perf_counter()
     while len(times) < min_calls or time.perf_counter() - started < seconds:
@@ -57,18 +60,22 @@ def latency_ms(call: Callable[[], object]) -> dict[str, float]:
     return _summary(_timed_calls(call, _MIN_SECONDS, _MIN_CALLS))
 
 
-def interleaved_latency_ms(calls: dict[str, Callable[[], object]]) -> dict[str, dict[str, float]]:
-    """:func:`latency_ms` of every call, measured in 5 rounds that take turns (each round 1/5 of the calls and
-    seconds of each), pooled. On a shared machine a busy spell then lands on every runtime alike: measured
-    one after another, one zoo run had torch at 118 ms for a batch that takes 1.2 ms, and onnxruntime 6.8 ms
-    for one of 2.5 ms, in the 1.5 s each of them happened to be measured."""
+def interleaved_latency_ms(
+    calls: dict[str, Callable[[], object]], timers: dict[str, Callable[[float, int], list[float]]] | None = None
+) -> dict[str, dict[str, dict[str, float]]]:
+    """:func:`latency_ms` of every call, and of every timer (``timer(seconds, min_calls) -> ms per call``,
+    e.g. ``session_run.SessionRun.timer``: calls made outside Python), measured in 5 rounds that take turns
+    (each round 1/5 of the calls and seconds of each), pooled. On a shared machine a busy spell then lands on
+    every runtime alike: measured one after another, one zoo run had torch at 118 ms for a batch that takes
+    1.2 ms, and onnxruntime 6.8 ms for one of 2.5 ms, in the 1.5 s each of them happened to be measured."""
     for call in calls.values():
         for _ in range(3):
             call()
-    times: dict[str, list[float]] = {name: [] for name in calls}
+    every = {**{name: functools.partial(_timed_calls, call) for name, call in calls.items()}, **(timers or {})}
+    times: dict[str, list[float]] = {name: [] for name in every}
     for _ in range(_ROUNDS):
-        for name, call in calls.items():
-            times[name] += _timed_calls(call, _MIN_SECONDS / _ROUNDS, _MIN_CALLS // _ROUNDS)
+        for name, timer in every.items():
+            times[name] += timer(_MIN_SECONDS / _ROUNDS, _MIN_CALLS // _ROUNDS)
     return {name: _summary(found) for name, found in times.items()}
 
 
@@ -114,7 +121,8 @@ def call_floor(dense_width: int, categorical_width: int) -> Callable:
 
 
 def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, work: Path):
-    """(the loaded SavedModel, name -> callable(examples, dense, categorical), onnx2tf conversion seconds)."""
+    """(the loaded SavedModel, the converted network, name -> callable(examples, dense, categorical), onnx2tf
+    conversion seconds)."""
     import onnxruntime as ort
     import tensorflow as tf
     import torch
@@ -125,8 +133,8 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
         SERVING_SIGNATURE,
         convert_onnx,
     )
-    from torchtfx.components.torch_trainer.flow import load_torch_model
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+    from torchtfx.components.torch_trainer.trained_model import load_torch_model
 
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -149,6 +157,7 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
 
     return (
         saved,
+        network,
         {
             "savedmodel_signature": lambda ex, d, c: serve(**{EXAMPLES_INPUT: ex}),
             "converted_network": lambda ex, d, c: network_fn(d, c),
@@ -160,30 +169,61 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     )
 
 
+def ratios(latency: dict[str, dict[str, dict]], runtime: str, other: str) -> dict[str, float]:
+    """Median ``runtime`` ms / median ``other`` ms, per batch size both were measured at."""
+    mine, theirs = latency.get(runtime, {}), latency.get(other, {})
+    return {batch: mine[batch]["median_ms"] / theirs[batch]["median_ms"] for batch in mine if batch in theirs}
+
+
+def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack):
+    """name -> :class:`bench.session_run.SessionRun` (closed by ``stack``), or ({}, why) where the C harness
+    cannot be built here."""
+    from bench import session_run
+
+    try:
+        runs = session_run.session_runs(network, serving_dir, examples, dense, categorical, work, os.cpu_count() or 1)
+    except session_run.SessionRunUnavailable as err:
+        logger.warning("TF C API timings left out: %s", err)
+        return {}, str(err)
+    for run in runs.values():
+        stack.enter_context(run)
+    return runs, None
+
+
 def serving(
     export_dir: Path, serving_dir: Path, raw_eval_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, work: Path
 ) -> dict:
+    import contextlib
+
     import tensorflow as tf
 
-    saved, runtimes, conversion_seconds = _runtimes(export_dir, serving_dir, layout, hparams, work)
+    saved, network, runtimes, conversion_seconds = _runtimes(export_dir, serving_dir, layout, hparams, work)
     examples = _eval_rows(raw_eval_dir, max(BATCH_SIZES))
     dense, categorical = _network_inputs(saved, examples, layout)
-    results: dict[str, dict[str, dict]] = {name: {} for name in runtimes}
-    for batch in BATCH_SIZES:
-        ex, d, c = tf.constant(examples[:batch]), dense[:batch], categorical[:batch]
-        measured = interleaved_latency_ms({name: functools.partial(fn, ex, d, c) for name, fn in runtimes.items()})
-        for name, found in measured.items():
-            results[name][str(batch)] = found
-            logger.info("serving %s batch %s: %.3f ms", name, batch, found["median_ms"])
-    ratio = results["converted_network"]["1024"]["median_ms"] / results["onnxruntime"]["1024"]["median_ms"]
-    vs_torch = {
-        b: results["converted_network"][b]["median_ms"] / results["torch"][b]["median_ms"] for b in results["torch"]
-    }
+    results: dict[str, dict[str, dict]] = {}
+    with contextlib.ExitStack() as stack:
+        sessions, unavailable = session_timers(
+            network, serving_dir, examples, dense, categorical, work / "c_api", stack
+        )
+        for batch in BATCH_SIZES:
+            ex, d, c = tf.constant(examples[:batch]), dense[:batch], categorical[:batch]
+            calls = {name: functools.partial(fn, ex, d, c) for name, fn in runtimes.items()}
+            timers = {name: run.timer(batch) for name, run in sessions.items()}
+            for name, found in interleaved_latency_ms(calls, timers).items():
+                results.setdefault(name, {})[str(batch)] = found
+                logger.info("serving %s batch %s: %.3f ms", name, batch, found["median_ms"])
+    network_runtime = "converted_network_session" if sessions else "converted_network"
     return {
-        "converted_vs_torch": vs_torch,
         "threads": os.cpu_count(),
         "latency": results,
-        "converted_vs_onnxruntime_at_1024": ratio,
+        "c_api_unavailable": unavailable,
+        # The targets are judged on the network as TF Serving runs it (Session::Run from C++) where the C
+        # harness runs, and on the Python call otherwise.
+        "target_runtime": network_runtime,
+        "converted_vs_onnxruntime": ratios(results, network_runtime, "onnxruntime"),
+        "converted_vs_torch": ratios(results, network_runtime, "torch"),
+        "python_converted_vs_onnxruntime": ratios(results, "converted_network", "onnxruntime"),
+        "python_converted_vs_torch": ratios(results, "converted_network", "torch"),
         "target": 1.5,
         "onnx2tf_conversion_seconds": conversion_seconds,
     }

@@ -28,6 +28,8 @@ from bench.serving_bench import (
     call_floor,
     interleaved_latency_ms,
     network_call,
+    ratios,
+    session_timers,
 )
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.features import FeatureLayout
@@ -36,7 +38,8 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 logger = logging.getLogger(__name__)
 
 DATASET = "taxi"
-RUNTIMES = ("converted_network", "onnxruntime", "torch", "tf_call_floor", "savedmodel_signature")
+RUNTIMES = ("converted_network_session", "converted_network", "onnxruntime", "torch", "tf_session_floor",
+            "tf_call_floor", "savedmodel_signature_session", "savedmodel_signature")  # fmt: skip
 AUC_SOURCE = (
     "tfma_auc: the pipeline Evaluator's TFMA AUC (Overall slice) of the SavedModel on the eval split; "
     f"torch_eval_auc: the TorchTrainer's '{contracts.EVAL_AUC_PROPERTY}' property (PyTorch, eval split)"
@@ -82,12 +85,6 @@ def run_model(root: Path, data_dir: Path, model: str, beam_workers: int) -> ZooR
     )  # fmt: skip
 
 
-def converted_vs_onnxruntime(latency: dict[str, dict[str, dict]], other: str = "onnxruntime") -> dict[str, float]:
-    """Median converted-network ms / median ``other`` ms, per batch size (keys as in ``latency``)."""
-    converted, ort = latency["converted_network"], latency[other]
-    return {batch: converted[batch]["median_ms"] / ort[batch]["median_ms"] for batch in converted if batch in ort}
-
-
 def _runtimes(
     network_fn: Callable, export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, threads: int
 ) -> dict[str, Callable[[np.ndarray, np.ndarray], object]]:
@@ -96,8 +93,8 @@ def _runtimes(
     import onnxruntime as ort
     import torch
 
-    from torchtfx.components.torch_trainer.flow import load_torch_model
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+    from torchtfx.components.torch_trainer.trained_model import load_torch_model
 
     torch.set_num_threads(threads)
     widths = len(layout.dense), len(layout.embedded)
@@ -131,13 +128,17 @@ def _signature_call(saved, examples: list[bytes]) -> Callable[[np.ndarray, np.nd
     return lambda d, c: serve(**{EXAMPLES_INPUT: batches[len(d)]})
 
 
-def _latencies(runtimes: dict[str, Callable], dense: np.ndarray, categorical: np.ndarray, model: str) -> dict:
-    results: dict[str, dict[str, dict]] = {name: {} for name in runtimes}
+def _latencies(
+    runtimes: dict[str, Callable], dense: np.ndarray, categorical: np.ndarray, model: str, sessions: dict | None = None
+) -> dict:
+    """name -> batch -> latency of every runtime, and of every ``session_run.SessionRun`` in ``sessions``."""
+    results: dict[str, dict[str, dict]] = {}
     for batch in BATCH_SIZES:
         d, c = dense[:batch], categorical[:batch]
-        measured = interleaved_latency_ms({name: functools.partial(fn, d, c) for name, fn in runtimes.items()})
-        for name, found in measured.items():
-            results[name][str(batch)] = found
+        calls = {name: functools.partial(fn, d, c) for name, fn in runtimes.items()}
+        timers = {name: run.timer(batch) for name, run in (sessions or {}).items()}
+        for name, found in interleaved_latency_ms(calls, timers).items():
+            results.setdefault(name, {})[str(batch)] = found
             logger.info("zoo %s %s batch %s: %.3f ms", model, name, batch, found["median_ms"])
     return results
 
@@ -178,7 +179,7 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
 
     from torchtfx.components.torch_trainer.export.convert import convert_onnx
     from torchtfx.components.torch_trainer.export.parity import measure_parity
-    from torchtfx.components.torch_trainer.flow import load_torch_model
+    from torchtfx.components.torch_trainer.trained_model import load_torch_model
 
     export_dir = contracts.export_dir(zoo_run.model_uri)
     serving_dir = zoo_run.model_uri / contracts.SERVING_MODEL_SUBDIR
@@ -195,7 +196,11 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
     trace_seconds = time.perf_counter() - tick
     runtimes = _runtimes(network_fn, export_dir, layout, hparams, threads)
     runtimes["savedmodel_signature"] = _signature_call(saved, examples)
-    latency = _latencies(runtimes, dense, categorical, zoo_run.model)
+    with contextlib.ExitStack() as stack:
+        sessions, unavailable = session_timers(conversion.network, serving_dir, examples, dense, categorical,
+                                               work / zoo_run.model / "c_api", stack)  # fmt: skip
+        latency = _latencies(runtimes, dense, categorical, zoo_run.model, sessions)
+    network_runtime = "converted_network_session" if sessions else "converted_network"
     torch_model = load_torch_model(export_dir, layout, hparams)
     parity = measure_parity(str(serving_dir), str(raw_eval), torch_model, layout, PARITY_TOLERANCE)
     fp16 = fp16_variant(conversion.network, export_dir, layout, saved, raw_eval, zoo_run.model)
@@ -208,8 +213,11 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
         "parity_mean_abs_diff": parity.mean_abs_diff,
         "parity_examples": parity.examples,
         "latency": latency,
-        "converted_vs_onnxruntime": converted_vs_onnxruntime(latency),
-        "converted_vs_torch": converted_vs_onnxruntime(latency, "torch"),
+        "c_api_unavailable": unavailable,
+        "target_runtime": network_runtime,
+        "converted_vs_onnxruntime": ratios(latency, network_runtime, "onnxruntime"),
+        "converted_vs_torch": ratios(latency, network_runtime, "torch"),
+        "python_converted_vs_onnxruntime": ratios(latency, "converted_network", "onnxruntime"),
         "fp16": fp16,
     }
 

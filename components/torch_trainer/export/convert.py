@@ -22,6 +22,7 @@ import onnx
 import tensorflow as tf
 
 from torchtfx.components.torch_trainer.export import repairs
+from torchtfx.components.torch_trainer.export.row_shards import shard_rows
 from torchtfx.components.torch_trainer.export.translator import (
     ConversionError,
     OnnxGraphModule,
@@ -95,17 +96,18 @@ def run_onnx2tf(onnx_path: Path, work_dir: Path) -> tf.Module:
 
 def convert_onnx(onnx_path: Path, work_dir: Path) -> Conversion:
     """The ONNX graph as a TF network: repaired, then translated op by op; onnx2tf only for graphs with ops
-    outside the translator's set. The parity gate judges the result either way."""
+    outside the translator's set; split by rows for large batches where its rows are independent
+    (``row_shards``). The parity gate judges the result either way."""
     model, fired = repairs.apply_graph_repairs(onnx.load(str(onnx_path)))
     missing = unsupported_ops(model)
     if not missing:
-        return Conversion(OnnxGraphModule(model), "translator", fired)
+        return Conversion(shard_rows(OnnxGraphModule(model), model), "translator", fired)
     logger.warning("%s; trying onnx2tf", UnsupportedOpsError(missing))
     repaired_path = work_dir / "repaired.onnx"
     work_dir.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(repaired_path))
     try:
-        return Conversion(run_onnx2tf(repaired_path, work_dir), "onnx2tf", fired)
+        return Conversion(shard_rows(run_onnx2tf(repaired_path, work_dir), model), "onnx2tf", fired)
     except ConversionError as err:
         tried = ", ".join(fired) if fired else f"none fired (known: {', '.join(r.name for r in repairs.GRAPH_REPAIRS)})"
         raise ConversionError(

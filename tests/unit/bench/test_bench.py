@@ -126,11 +126,14 @@ def _latency(converted: float, ort: float, torch: float) -> dict:
     }  # fmt: skip
 
 
-def test_zoo_ratio_is_converted_over_onnxruntime_per_batch():
-    from bench.zoo_bench import converted_vs_onnxruntime
+def test_ratios_are_one_runtime_over_another_per_batch_both_have():
+    from bench.serving_bench import ratios
 
-    ratios = converted_vs_onnxruntime(_latency(0.6, 0.2, 0.4))
-    assert ratios == pytest.approx({"1": 3.0, "32": 3.0, "1024": 3.0})
+    latency = _latency(0.6, 0.2, 0.4)
+    assert ratios(latency, "converted_network", "onnxruntime") == pytest.approx({"1": 3.0, "32": 3.0, "1024": 3.0})
+    del latency["torch"]["32"]
+    assert ratios(latency, "converted_network", "torch") == pytest.approx({"1": 1.5, "1024": 1.5})
+    assert ratios(latency, "converted_network_session", "torch") == {}  # not measured: no ratio
 
 
 def test_zoo_row_joins_the_run_record_and_the_measurements(tmp_path):
@@ -147,12 +150,13 @@ def test_zoo_row_joins_the_run_record_and_the_measurements(tmp_path):
 
 
 def test_report_renders_the_zoo_table_and_a_failed_model(tmp_path):
-    from bench.zoo_bench import RUNTIMES, converted_vs_onnxruntime
+    from bench.serving_bench import ratios
+    from bench.zoo_bench import RUNTIMES
 
     latency = _latency(0.6, 0.2, 0.4)
     ok = {"model": "mlp", "strategy": "translator", "repairs": ["erf_gelu"], "conversion_seconds": 0.12,
           "parity_max_abs_diff": 2.5e-7, "latency": latency, "tfma_auc": 0.9381, "torch_eval_auc": None,
-          "converted_vs_onnxruntime": converted_vs_onnxruntime(latency)}  # fmt: skip
+          "converted_vs_onnxruntime": ratios(latency, "converted_network", "onnxruntime")}  # fmt: skip
     failed = {"model": "ft_transformer", "error": "parity gate failed | max 0.3\nlog x"}
     zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
            "models": [ok, failed]}  # fmt: skip
