@@ -24,11 +24,16 @@ logger = logging.getLogger(__name__)
 # A fused lookup's table up to this size is stored twice over, which wraps negative ids for free (see
 # fuse_embedding_lookups); a larger one keeps one copy and wraps its ids with a select.
 _WRAPPED_TABLE_MAX_BYTES = 16 * 2**20
+# A network whose float weights add up to at most this many bytes keeps them all as graph constants; a larger
+# one keeps each float weight of 64 or more values in a tf.Variable (the SavedModel's variables), which keeps
+# its graph under protobuf's 2 GiB limit. Measured on the taxi MLP (65k weights) through TF's C API, row
+# sharded, ms per call at batch 1 / 32 / 1024: constants 0.074 / 0.090 / 0.392, variables 0.098 / 0.100 /
+# 0.446. oneDNN caches constant weights in its own layout, and the row-shard cond's branches capture each
+# variable through a Switch op. From Python the gain is hidden by the call's floor (0.452 against 0.480 ms at
+# batch 1). Measured and not kept: Gemm weights stored pre-transposed (no transB) 0.486 / 1.396 from Python,
+# Eigen instead of oneDNN (TF_ENABLE_ONEDNN_OPTS=0) slower still (matmuls 414 us against 342 at 1024).
+_CONSTANT_WEIGHTS_MAX_BYTES = 64 * 2**20
 _VARIABLE_MIN_SIZE = 64  # smaller initializers (shape vectors, scalars) stay constants: TF folds them
-# Measured on the taxi MLP, same process (ms per call at batch 1 / 1024): every weight a graph constant
-# instead 0.452 / 1.340 against 0.480 / 1.380 (oneDNN caches constant weights), Gemm weights stored
-# pre-transposed (no transB) 0.486 / 1.396, Eigen instead of oneDNN (TF_ENABLE_ONEDNN_OPTS=0) slower still
-# (matmuls 414 us against 342 at 1024). The few percent of the first are not worth the 2 GiB graph limit.
 
 
 class ConversionError(RuntimeError):
@@ -225,16 +230,19 @@ class OnnxGraphModule(tf.Module):
         declared = [*graph.input, *graph.output]
         self._float_io = {v.name for v in declared if v.type.tensor_type.elem_type == TensorProto.FLOAT}
         self._constants, self._variable_index, variables = {}, {}, []
+        float_bytes = sum(v.nbytes for v in initializers.values() if v.dtype.kind == "f")
+        as_variables = float_bytes > _CONSTANT_WEIGHTS_MAX_BYTES
         for name, value in initializers.items():
-            if value.size >= _VARIABLE_MIN_SIZE and value.dtype.kind == "f":
+            if as_variables and value.size >= _VARIABLE_MIN_SIZE and value.dtype.kind == "f":
                 self._variable_index[name] = len(variables)
                 variables.append(tf.Variable(value, trainable=False, name=re.sub(r"[^A-Za-z0-9_.]", "_", name)))
             else:
                 self._constants[name] = value
         self.weights = variables  # tracked by tf.Module: saved with the SavedModel
         logger.info(
-            "Translated ONNX graph: %s nodes, %s op types, %s weight tensors, computing in %s",
-            len(self._nodes), len({n.op_type for n in self._nodes}), len(variables), self._float.name,
+            "Translated ONNX graph: %s nodes, %s op types, %.1f MiB of weights as %s, computing in %s",
+            len(self._nodes), len({n.op_type for n in self._nodes}), float_bytes / 2**20,
+            "variables" if as_variables else "graph constants", self._float.name,
         )  # fmt: skip
 
     def _in_compute_dtype(self, value: np.ndarray) -> np.ndarray:
@@ -245,6 +253,12 @@ class OnnxGraphModule(tf.Module):
         if overflow:
             logger.warning("%s float32 weight values exceed float16's range (65504) and become inf", overflow)
         return half
+
+    @property
+    def weight_dtypes(self) -> set[tf.DType]:
+        """The dtypes of the float weights, variables and graph constants alike."""
+        values = [*(v.dtype for v in self.weights), *(tf.as_dtype(c.dtype) for c in self._constants.values())]
+        return {d for d in values if d.is_floating}
 
     @property
     def compute_dtype(self) -> tf.DType:
