@@ -222,8 +222,6 @@ def serving(
         "target_runtime": network_runtime,
         "converted_vs_onnxruntime": ratios(results, network_runtime, "onnxruntime"),
         "converted_vs_torch": ratios(results, network_runtime, "torch"),
-        "python_converted_vs_onnxruntime": ratios(results, "converted_network", "onnxruntime"),
-        "python_converted_vs_torch": ratios(results, "converted_network", "torch"),
         "target": 1.5,
         "onnx2tf_conversion_seconds": conversion_seconds,
     }

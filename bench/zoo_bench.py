@@ -217,7 +217,6 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
         "target_runtime": network_runtime,
         "converted_vs_onnxruntime": ratios(latency, network_runtime, "onnxruntime"),
         "converted_vs_torch": ratios(latency, network_runtime, "torch"),
-        "python_converted_vs_onnxruntime": ratios(latency, "converted_network", "onnxruntime"),
         "fp16": fp16,
     }
 

@@ -189,3 +189,24 @@ def test_report_renders_the_fp16_variant_drift_and_latency(tmp_path):
     assert "| mlp | float16 network (CPU) | 1.23e-02 | 4.00e-04 | 9 | refused: 9 of 5000 decisions flip |" in text
     assert "0.500 / 0.250 (2.00)" in text
     assert "| dcn | no variant: needs the translator |" in text
+
+
+def test_report_judges_the_network_targets_on_the_c_api_runtime(tmp_path):
+    from bench.serving_bench import ratios
+    from bench.zoo_bench import RUNTIMES
+
+    latency = _latency(0.6, 0.2, 0.4)  # from Python: 3x onnxruntime, 1.5x torch
+    latency["converted_network_session"] = {
+        b: {"median_ms": v["median_ms"] / 2} for b, v in latency["onnxruntime"].items()
+    }
+    fast = {"model": "mlp", "strategy": "translator", "repairs": [], "conversion_seconds": 0.1,
+            "parity_max_abs_diff": 1e-7, "latency": latency, "target_runtime": "converted_network_session",
+            "converted_vs_onnxruntime": ratios(latency, "converted_network_session", "onnxruntime"),
+            "converted_vs_torch": ratios(latency, "converted_network_session", "torch")}  # fmt: skip
+    zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
+           "models": [fast]}  # fmt: skip
+    (tmp_path / "zoo.json").write_text(json.dumps(zoo))
+    text = write_report(tmp_path).read_text()
+    assert "- mlp: `converted_network_session` / onnxruntime: 1: 0.50, 32: 0.50, 1024: 0.50; at batch 1024 0.50 " \
+           "(target ≤ 1.5): met; `converted_network_session` / PyTorch eager: 1: 0.25" in text  # fmt: skip
+    assert "From Python (`converted_network`, a ConcreteFunction call): / onnxruntime 1: 3.00" in text
