@@ -66,16 +66,21 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
     }
 
 
-def _serving(work: Path) -> dict:
+def _serving(work: Path, beam_workers: int) -> dict:
     from bench import pipelines
     from bench.serving_bench import serving
     from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.export.parity import measure_parity
     from torchtfx.components.torch_trainer.features import FeatureLayout
-    from torchtfx.components.torch_trainer.flow import load_torch_model
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
+    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.sources import default_data_dir
 
     root = work / "ours"
+    if not (root / "serving" / "taxi").is_dir():  # `--only serving` on a fresh clone: run our pipeline first
+        shutil.rmtree(root, ignore_errors=True)
+        pipelines.run_ours(root, default_data_dir(load_dataset_config("taxi")), "taxi", beam_workers)
     export_dir = contracts.export_dir(pipelines.only_subdir(root / "tfx" / contracts.TRAINER_ID / "model"))
     layout = FeatureLayout.from_json((export_dir / contracts.LAYOUT_FILE).read_text())  # the model's own column order
     serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     taxi = load_dataset_config("taxi")
     steps = {
         "reference": lambda: _reference(work, args.beam_workers, args.reuse_runs),
-        "serving": lambda: _serving(work),
+        "serving": lambda: _serving(work, args.beam_workers),
         "scale": lambda: scale_bench.scale(args.scale_rows, work, args.beam_workers),
         "input_path": lambda: trainer_bench.input_path(
             trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "input_path",
