@@ -4,6 +4,13 @@ Its own module, so that every command group imports it and none imports another 
 
 from __future__ import annotations
 
+import functools
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
+
 from torchtfx.components.promoter.promotion import PromotionError
 from torchtfx.components.shared.mlflow_client import TrackingUnavailableError
 from torchtfx.components.shared.serving_config import ServingConfigError
@@ -18,7 +25,66 @@ USER_ERRORS = (
     PromotionError,
     ServingConfigError,
     TrackingUnavailableError,
-    LookupError,
+)
+# A pipeline stage that stopped the run on purpose, with a message meant for the user (bad data, a model that
+# does not train or convert, a parity or serving failure). By module and name: the CLI must not import
+# TensorFlow or torch to start, and an error's class is always imported once it has been raised.
+STAGE_FAILURES = (
+    ("torchtfx.components.data_gate.anomalies", "DataValidationError"),
+    ("torchtfx.components.champion.resolve", "ChampionError"),
+    ("torchtfx.components.torch_trainer.cluster.launch", "TrainingFailedError"),
+    ("torchtfx.components.torch_trainer.cluster.pytorchjob_runner", "PyTorchJobFailedError"),
+    ("torchtfx.components.torch_trainer.export.onnx_export", "ExportError"),
+    ("torchtfx.components.torch_trainer.export.translator", "ConversionError"),
+    ("torchtfx.components.torch_trainer.export.parity", "ParityError"),
+    ("torchtfx.components.promoter.serving_transition", "ServingChangeError"),
+    ("torchtfx.components.shared.model_server", "ModelServerError"),
+    ("torchtfx.pipeline.kfp.submit", "SubmitError"),
 )
 # Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
 REJECTED_EXIT_CODE = 3
+UNEXPECTED_HINT = (
+    "This is not an input problem torchtfx knows how to name, so it may be a bug: rerun with -v "
+    "(`torchtfx -v ...`) to see the traceback, and include it when you report the problem."
+)
+
+Command = TypeVar("Command", bound=Callable)
+
+
+def is_stage_failure(err: BaseException) -> bool:
+    for module, name in STAGE_FAILURES:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(err, cls):
+            return True
+    return False
+
+
+def _verbose() -> bool:
+    context = click.get_current_context(silent=True)
+    return bool(context and context.find_root().params.get("verbose"))
+
+
+def reports_errors(stage_prefix: str = "") -> Callable[[Command], Command]:
+    """Turn a command's exceptions into what the user should see: the message of a known input or stage
+    error (``stage_prefix`` before a stage's), and for anything else, a one-line error that says it may be a bug,
+    or with ``-v`` the traceback itself."""
+
+    def decorate(command: Command) -> Command:
+        @functools.wraps(command)
+        def wrapper(*args, **kwargs):
+            try:
+                return command(*args, **kwargs)
+            except (click.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except USER_ERRORS as err:
+                raise click.ClickException(str(err)) from err
+            except Exception as err:
+                if is_stage_failure(err):
+                    raise click.ClickException(f"{stage_prefix}{err}") from err
+                if _verbose():
+                    raise  # main() prints the traceback
+                raise click.ClickException(f"unexpected {type(err).__name__}: {err}\n{UNEXPECTED_HINT}") from err
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

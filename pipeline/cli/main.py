@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 import warnings
 from pathlib import Path
 
@@ -15,9 +16,8 @@ from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREAC
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.serving import PRECISIONS
-from torchtfx.data.sources import DataSourceError
 from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
-from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, USER_ERRORS
+from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, reports_errors
 
 logger = logging.getLogger("torchtfx")
 
@@ -50,8 +50,27 @@ def _configure_logging(verbose: bool) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def _print_version(context: click.Context, _param: click.Parameter, value: bool) -> None:
+    """The project and the stack a bug report needs, from the installed distributions (nothing is imported)."""
+    if not value or context.resilient_parsing:
+        return
+    from importlib import metadata
+
+    stack = []
+    for dist in ("tfx", "tensorflow", "torch", "onnx2tf", "mlflow"):
+        try:
+            stack.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            stack.append(f"{dist} not installed")
+    python = ".".join(map(str, sys.version_info[:3]))
+    click.echo(f"torchtfx {metadata.version('torchtfx')} ({', '.join(stack)}; Python {python})")
+    context.exit()
+
+
 @click.group()
-@click.option("-v", "--verbose", is_flag=True, help="Show TFX/Beam INFO logs too.")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version of torchtfx and of its stack, and exit.")  # fmt: skip
+@click.option("-v", "--verbose", is_flag=True, help="Show TFX/Beam INFO logs and an unexpected error's traceback.")
 def cli(verbose: bool) -> None:
     """torchtfx: research in PyTorch, production in TensorFlow, ONNX in between."""
     _configure_logging(verbose)
@@ -101,8 +120,15 @@ def cli(verbose: bool) -> None:
     help="DDP: 1 all-reduces gradients every step; N > 1 averages parameters every N steps (local SGD).",
 )
 @click.option(
+    "--max-restarts",
+    type=click.IntRange(min=0),
+    default=TrainerHParams.default_of("max_restarts"),
+    show_default=True,
+    help="DDP: how many times torchrun restarts the workers after one dies; they resume from the last checkpoint.",
+)
+@click.option(
     "--beam-workers",
-    type=int,
+    type=click.IntRange(min=1),
     default=2,
     show_default=True,
     help="Beam DirectRunner processes.",
@@ -148,6 +174,7 @@ def cli(verbose: bool) -> None:
     show_default=True,
     help="If the MLflow server does not answer: fail before training, or continue untracked (no promotion).",
 )
+@reports_errors(stage_prefix="pipeline run failed: ")
 def run(
     dataset,
     data_dir,
@@ -161,6 +188,7 @@ def run(
     seed,
     num_workers,
     sync_every,
+    max_restarts,
     beam_workers,
     beam_mode,
     model_factory,
@@ -176,35 +204,30 @@ def run(
     from torchtfx.pipeline.model_choice import choose_model, parse_model_hparams
     from torchtfx.pipeline.reporting.console import print_run_report
 
-    try:
-        options = dict(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed,
-                       num_workers=num_workers, sync_every=sync_every, detect_anomaly=detect_anomaly)  # fmt: skip
-        hparams = TrainerHParams.parse(options, "trainer options (--epochs, --batch-size, ...)")
-        dataset_cfg = load_dataset_config(dataset)
-        # Through the dataset config, so that a binary-only override on another task is refused by name.
-        gates = dataset_cfg.gates.with_overrides(auc_floor=auc_threshold, max_auc_drop=max_auc_drop)
-        dataset_cfg = dataset_cfg.replace(gates=gates) if gates is not dataset_cfg.gates else dataset_cfg
-        hparams = choose_model(dataset_cfg, hparams, model_factory, parse_model_hparams(model_hparams),
-                               serving_precision=serving_precision)  # fmt: skip
-        settings = LocalSettings(
-            dataset=dataset_cfg,
-            pipeline_root=pipeline_root,
-            data_dir=data_dir,
-            serving_dir=serving_dir,
-            hparams=hparams,
-            gates=dataset_cfg.gates,
-            beam_workers=beam_workers,
-            beam_mode=beam_mode,
-            serving_address=serving_address,
-            enable_cache=not no_cache,
-            mlflow_unreachable=mlflow_unreachable,
-        )
-        summary, wall = run_local(settings)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from err
-    except RuntimeError as err:
-        # Pipeline stage failures (data validation, parity, training) carry a message meant for the user.
-        raise click.ClickException(f"pipeline run failed: {err}") from err
+    options = dict(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed,
+                   num_workers=num_workers, sync_every=sync_every, max_restarts=max_restarts,
+                   detect_anomaly=detect_anomaly)  # fmt: skip
+    hparams = TrainerHParams.parse(options, "trainer options (--epochs, --batch-size, ...)")
+    dataset_cfg = load_dataset_config(dataset)
+    # Through the dataset config, so that a binary-only override on another task is refused by name.
+    gates = dataset_cfg.gates.with_overrides(auc_floor=auc_threshold, max_auc_drop=max_auc_drop)
+    dataset_cfg = dataset_cfg.replace(gates=gates) if gates is not dataset_cfg.gates else dataset_cfg
+    hparams = choose_model(dataset_cfg, hparams, model_factory, parse_model_hparams(model_hparams),
+                           serving_precision=serving_precision)  # fmt: skip
+    settings = LocalSettings(
+        dataset=dataset_cfg,
+        pipeline_root=pipeline_root,
+        data_dir=data_dir,
+        serving_dir=serving_dir,
+        hparams=hparams,
+        gates=dataset_cfg.gates,
+        beam_workers=beam_workers,
+        beam_mode=beam_mode,
+        serving_address=serving_address,
+        enable_cache=not no_cache,
+        mlflow_unreachable=mlflow_unreachable,
+    )
+    summary, wall = run_local(settings)
     if not print_run_report(summary, wall, settings):
         raise click.exceptions.Exit(REJECTED_EXIT_CODE)
 
@@ -222,14 +245,12 @@ def run(
     required=True,
     help="Where to write schema.pbtxt.",
 )
+@reports_errors()
 def draft_schema_cmd(data_dir: Path, out: Path) -> None:
     """Draft a schema (types, presence, domains, value ranges) from CSV data, to curate by hand."""
     from torchtfx.data.schema_draft import draft_schema, write_schema
 
-    try:
-        write_schema(draft_schema(data_dir), out)
-    except DataSourceError as err:
-        raise click.ClickException(str(err)) from err
+    write_schema(draft_schema(data_dir), out)
     click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
 
 
@@ -256,6 +277,9 @@ def main() -> None:
         code = 0
     except SystemExit as done:  # click ends every command this way, success included
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except Exception:  # only with -v: reports_errors turns the rest into one-line errors
+        traceback.print_exc()
+        code = 1
     # Everything is persisted by now (MLMD, MLflow, artifacts). Skip interpreter teardown: TF's
     # AtomicFunction.__del__ runs after its modules are gone and prints dozens of harmless tracebacks.
     sys.stdout.flush()

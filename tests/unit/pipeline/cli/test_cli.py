@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import sys
+
 from click.testing import CliRunner
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from torchtfx.pipeline.cli.main import cli
+from torchtfx.components.data_gate.anomalies import DataValidationError
+from torchtfx.data.sources import DataSourceError
+from torchtfx.pipeline.cli.main import cli, main
+from torchtfx.pipeline.local import runner
 
 
 def _run(*args: str):
@@ -50,3 +57,67 @@ def test_draft_schema_writes_types_presence_and_ranges(tmp_path):
     assert features["a"].type == schema_pb2.INT and features["a"].int_domain.max == 3
     assert features["a"].shape.dim[0].size == 1  # present in every row: fixed shape
     assert not features["c"].HasField("shape") and features["c"].value_count.max == 1  # optional
+
+
+def test_version_names_the_project_and_its_stack():
+    result = _run("--version")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("torchtfx 0.1.0 (tfx 1.16.0, tensorflow 2.16.2, torch 2.14.1")
+
+
+def test_zero_beam_workers_is_a_usage_error(tmp_path):
+    result = _run("run", "--beam-workers", "0", "--pipeline-root", str(tmp_path / "root"))
+    assert result.exit_code == 2 and "Invalid value for '--beam-workers': 0 is not in the range x>=1" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (tmp_path / "root").exists()
+
+
+def test_max_restarts_reaches_the_trainer(tmp_path, monkeypatch):
+    seen = {}
+
+    def fake_run_local(settings):  # stops before any pipeline work; only the parsed settings matter here
+        seen["hparams"] = settings.hparams
+        raise DataSourceError("stop here")
+
+    monkeypatch.setattr(runner, "run_local", fake_run_local)
+    result = _run("run", "--max-restarts", "5", "--pipeline-root", str(tmp_path / "root"))
+    assert result.exit_code == 1 and "Error: stop here" in result.output
+    assert seen["hparams"].max_restarts == 5
+    assert _run("run", "--max-restarts", "-1").exit_code == 2
+
+
+def _failing_run(monkeypatch, err: Exception) -> None:
+    def fake_run_local(settings):
+        raise err
+
+    monkeypatch.setattr(runner, "run_local", fake_run_local)
+
+
+def test_a_stage_failure_is_one_line_naming_the_stage_problem(tmp_path, monkeypatch):
+    _failing_run(monkeypatch, DataValidationError("data validation failed: 2 anomalies against the schema"))
+    result = _run("run", "--pipeline-root", str(tmp_path / "root"))
+    assert result.exit_code == 1
+    assert "Error: pipeline run failed: data validation failed: 2 anomalies" in result.output
+    assert "Traceback" not in result.output and "-v" not in result.output
+
+
+def test_an_unexpected_error_says_it_may_be_a_bug_and_shows_its_traceback_with_v(tmp_path, monkeypatch):
+    """A KeyError or RuntimeError from a bug was printed as if it were the user's mistake, hiding the bug."""
+    _failing_run(monkeypatch, KeyError("layout"))
+    quiet = _run("run", "--pipeline-root", str(tmp_path / "root"))
+    assert quiet.exit_code == 1
+    assert "Error: unexpected KeyError: 'layout'" in quiet.output and "rerun with -v" in quiet.output
+    loud = _run("-v", "run", "--pipeline-root", str(tmp_path / "root"))
+    assert isinstance(loud.exception, KeyError)  # propagates out of the command: main() prints its traceback
+
+
+def test_main_prints_the_traceback_of_an_unexpected_error_with_v(tmp_path, monkeypatch, capsys):
+    _failing_run(monkeypatch, RuntimeError("internal state lost"))
+    monkeypatch.setattr(sys, "argv", ["torchtfx", "-v", "run", "--pipeline-root", str(tmp_path / "root")])
+    exits = []
+    monkeypatch.setattr(os, "_exit", exits.append)
+    monkeypatch.setattr(logging, "shutdown", lambda: None)  # main() ends the process; pytest's handlers stay
+    main()
+    err = capsys.readouterr().err
+    assert exits == [1]
+    assert "Traceback (most recent call last)" in err and "RuntimeError: internal state lost" in err
