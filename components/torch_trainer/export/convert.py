@@ -84,14 +84,45 @@ def run_onnx2tf(onnx_path: Path, work_dir: Path) -> tf.Module:
                 not_use_onnxsim=True,  # onnxsim is not installed
             )
     except SystemExit as stop:  # onnx2tf calls sys.exit(1) when a node fails
-        text = re.sub(r"\x1b\[[0-9;]*m", "", printed.getvalue())  # onnx2tf colors its messages
-        tail = " | ".join(text.strip().splitlines()[-3:])
-        raise ConversionError(f"onnx2tf stopped (exit code {stop.code}): {tail[-600:]}") from None
+        raise ConversionError(onnx2tf_exit_message(stop.code, printed.getvalue(), onnx_path)) from None
     except Exception as err:
         raise ConversionError(f"onnx2tf failed: {type(err).__name__}: {str(err)[:600]}") from err
     if len(model.inputs) != 2:
         raise ConversionError(f"onnx2tf built {len(model.inputs)} inputs, expected 2 (dense, categorical)")
     return _KerasNetwork(model)
+
+
+# What onnx2tf prints before its sys.exit: "<Op> OP is not yet implemented." for an op it lacks; for a node
+# whose conversion raised, the traceback, then "onnx_op_name: <node>", then four lines of generic advice
+# (so the last lines of its output never name the node).
+_NOT_IMPLEMENTED = re.compile(r"(\S+) OP is not yet implemented")
+_NODE_NAME = re.compile(r"onnx_op_name: (.+)")
+_EXCEPTION_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception)): (.+)$")
+
+
+def onnx2tf_exit_message(code: object, printed: str, onnx_path: Path) -> str:
+    """onnx2tf's ``sys.exit`` as a message naming the failing node, its op type and the error it raised."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", printed)  # onnx2tf colors its messages
+    missing = _NOT_IMPLEMENTED.search(text)
+    if missing:
+        return f"onnx2tf stopped (exit code {code}): it has no conversion for op {missing.group(1)}"
+    named = _NODE_NAME.findall(text)
+    if named:
+        node = named[-1].strip()
+        errors = [m for m in map(_EXCEPTION_LINE.match, text.splitlines()) if m]
+        reason = f"{errors[-1].group(1)}: {errors[-1].group(2)[:400]}" if errors else "see its output above"
+        return f"onnx2tf stopped (exit code {code}) at node {node} (op {_op_type(onnx_path, node)}): {reason}"
+    tail = " | ".join(text.strip().splitlines()[-3:])
+    return f"onnx2tf stopped (exit code {code}): {tail[-600:]}"
+
+
+def _op_type(onnx_path: Path, node_name: str) -> str:
+    try:
+        graph = onnx.load(str(onnx_path), load_external_data=False).graph
+    except Exception:  # the message must not hide the conversion error behind a second one
+        return "unknown"
+    found = [n for n in graph.node if n.name == node_name]
+    return f"{found[0].domain + '.' if found[0].domain else ''}{found[0].op_type}" if found else "unknown"
 
 
 def convert_onnx(onnx_path: Path, work_dir: Path) -> Conversion:

@@ -134,6 +134,40 @@ def test_a_failing_onnx2tf_raises_instead_of_exiting_the_process(tmp_path):
         run_onnx2tf(path, tmp_path / "work")
 
 
+def _relu_graph(path: Path) -> Path:
+    nodes = [
+        helper.make_node("Relu", ["dense"], ["probabilities"], name="my_relu"),
+        helper.make_node("Identity", ["categorical"], ["ids"], name="ids"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("dense", TensorProto.FLOAT, ["batch", 3]),
+        helper.make_tensor_value_info("categorical", TensorProto.INT64, ["batch", 2]),
+    ]
+    outputs = [
+        helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", 3]),
+        helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", 2]),
+    ]
+    graph = helper.make_graph(nodes, "relu", inputs, outputs)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_a_node_onnx2tf_fails_to_convert_is_named_with_its_op_and_error(tmp_path, monkeypatch):
+    """onnx2tf's other sys.exit: a node whose conversion raises (as its NHWC guesses do on 3-D tensors). It
+    prints the traceback and the node's name, then four lines of generic advice, and exits; the error must
+    name the node, its op type and the error, not quote the advice."""
+
+    def failing_relu(*args, **kwargs):
+        raise ValueError("Dimensions must be equal, but are 3 and 4")
+
+    monkeypatch.setattr(tf.nn, "relu", failing_relu)  # what onnx2tf's Relu conversion calls
+    with pytest.raises(ConversionError) as err:
+        run_onnx2tf(_relu_graph(tmp_path / "relu.onnx"), tmp_path / "work")
+    assert str(err.value) == (
+        "onnx2tf stopped (exit code 1) at node my_relu (op Relu): ValueError: Dimensions must be equal, but are 3 and 4"
+    )
+
+
 def test_an_op_neither_converter_has_fails_naming_op_node_and_what_was_tried(tmp_path):
     path = _custom_op_graph(tmp_path / "custom.onnx")
     with pytest.raises(ConversionError) as err:
