@@ -15,17 +15,20 @@ from torchtfx.components.shared import contracts
 from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, load_dataset_config
 from torchtfx.pipeline.beam_args import with_dependency
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings
+from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
 from torchtfx.pipeline.model_choice import choose_model
 
 logger = logging.getLogger(__name__)
 
 # Every step runs TFX's v2 entry point through our launcher fixes (see pipeline/kfp/entrypoint.py).
 ENTRYPOINT_COMMAND = ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"]
-
-
-def executor_label(component_id: str) -> str:
-    """The deploymentSpec key TFX emits for a component."""
-    return f"{component_id}_executor"
+# Steps KFP must never serve from its cache. Its cache key is the input artifacts, parameter values, command,
+# args and image (backend cacheutils; lifecycle.preCacheCheck is Vertex-only and never read), none of which
+# changes when these steps' outside world does: ExampleGen reads whatever files are under data_root now (a
+# cache hit would feed last run's examples to every step downstream), ChampionModel reads the registry's
+# current champion and the Promoter writes the serving dir and the registry. ExampleGen always running gives
+# every downstream step new input artifacts, so new data always means a new run.
+NEVER_CACHED = (contracts.EXAMPLE_GEN_ID, contracts.CHAMPION_ID, contracts.PROMOTER_ID)
 
 
 def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
@@ -58,7 +61,7 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
     from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 
     pool = settings.node_pools[trainer.node_pool]
-    secret_env = _mlflow_secret_env(settings)
+    secret_env = mlflow_secret_env(settings)
     job = PyTorchJobSettings(
         namespace=trainer.namespace,
         image=settings.image,
@@ -127,41 +130,12 @@ def build_pipeline(settings: KubeflowSettings):
     return pipeline
 
 
-def _mlflow_secret_env(settings: KubeflowSettings) -> list[dict[str, Any]]:
-    mlflow = settings.mlflow
-    if not mlflow.credentials_secret:
-        return []
-    keys = [{"secretKey": key, "envVar": env} for key, env in sorted(mlflow.secret_keys.items())]
-    return [{"secretName": mlflow.credentials_secret, "keyToEnv": keys}]
-
-
-def _pool_for(settings: KubeflowSettings, component_id: str) -> str:
-    if component_id == contracts.TRAINER_ID and settings.trainer.num_nodes == 1:
-        return settings.trainer.node_pool
-    return "cpu"
-
-
-def platform_spec(settings: KubeflowSettings, component_ids: list[str]) -> dict[str, Any]:
-    """The kfp-kubernetes PlatformSpec: node pool, tolerations, volumes and secrets per executor label."""
-    executors = {}
-    for component_id in component_ids:
-        pool = settings.node_pools[_pool_for(settings, component_id)]
-        config: dict[str, Any] = {}
-        if pool.node_selector:
-            config["nodeSelector"] = {"labels": dict(pool.node_selector)}
-        if pool.tolerations:
-            config["tolerations"] = [t.to_k8s() for t in pool.tolerations]
-        if settings.volumes:
-            config["pvcMount"] = [{"constant": v.claim_name, "mountPath": v.mount_path} for v in settings.volumes]
-        if component_id in contracts.MLFLOW_STEP_IDS and _mlflow_secret_env(settings):
-            config["secretAsEnv"] = _mlflow_secret_env(settings)
-        executors[executor_label(component_id)] = config
-    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": executors}}}}
-
-
 def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
-    """What TFX's compiler leaves out: the pipeline root, and ExampleGen's resources (tfx#6146)."""
-    spec["defaultPipelineRoot"] = settings.pipeline_root
+    """What TFX's compiler leaves out: the pipeline root, ExampleGen's resources (tfx#6146), and caching off
+    for the steps that read or change the world outside their inputs."""
+    spec["defaultPipelineRoot"] = settings.pipeline_root  # shown by the UI; `torchtfx submit` sends it
+    for task_id in NEVER_CACHED:
+        spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {"enableCache": False}
     limits = settings.resources_for(contracts.EXAMPLE_GEN_ID)
     container = spec["deploymentSpec"]["executors"][executor_label(contracts.EXAMPLE_GEN_ID)]["container"]
     container["resources"] = {"cpuLimit": limits.cpu, "memoryLimit": limits.memory_gb}

@@ -3,7 +3,6 @@ Beam args and the Trainer's GPUs, parsed by the project's one config mechanism b
 
 from __future__ import annotations
 
-import posixpath
 import re
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,15 @@ from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREAC
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import Toleration, VolumeMount
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
+from torchtfx.pipeline.kfp.values import (
+    EMPTY_DIR_BACKEND,
+    check_location,
+    check_pipeline_root,
+    memory_quantity,
+    parse_backend,
+    parse_memory_gb,
+)
 
-REMOTE_SCHEMES = ("gs://", "s3://", "minio://")
-_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
 # Keys and values that must never reach a compiled spec: credentials belong in Kubernetes secrets.
 _CREDENTIAL = re.compile(r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)", re.I)
 _USERINFO = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]+@", re.I)
@@ -31,25 +35,11 @@ class _KubeflowSection(StrictConfig):
     config_error = KubeflowConfigError
 
 
-def parse_memory_gb(value: Any) -> float:
-    """A Kubernetes memory quantity in decimal gigabytes: the unit of PipelineSpec's ResourceSpec.memory_limit."""
-    match = _MEMORY.match(str(value).strip())
-    if not match:
-        raise ValueError(f"memory {value!r} is not a quantity like 16Gi, 512Mi or 8G")
-    number, unit = float(match.group(1)), match.group(2)
-    return round(number * _MEMORY_UNITS.get(unit, 1) / 1e9, 3) if unit else round(number / 1e9, 3)
-
-
-def _memory_quantity(memory: Any) -> str:
-    parse_memory_gb(memory)
-    return str(memory)
-
-
 class Resources(_KubeflowSection):
     cpu: pydantic.PositiveFloat
     memory: str
 
-    _memory = pydantic.field_validator("memory", mode="before")(staticmethod(_memory_quantity))
+    _memory = pydantic.field_validator("memory", mode="before")(staticmethod(memory_quantity))
 
     @property
     def memory_gb(self) -> float:
@@ -82,14 +72,16 @@ class TrainerDeployment(_KubeflowSection):
     cpu: pydantic.PositiveFloat = 8
     memory: str = "32Gi"
     num_nodes: pydantic.PositiveInt = 1  # > 1: the Trainer step runs a PyTorchJob
-    namespace: str = "kubeflow"
+    # The PyTorchJob's namespace; None: the Trainer step's own (the run's namespace, where its PVC and secrets
+    # are on multi-user Kubeflow), read at run time from the pod's service account.
+    namespace: str | None = None
     elastic: ElasticNodes | None = None
     max_restarts: pydantic.NonNegativeInt = 0
     backoff_limit: pydantic.NonNegativeInt = 3
     timeout_minutes: pydantic.PositiveInt = 240
     hyperparameters: TrainerHParams = TrainerHParams()
 
-    _memory = pydantic.field_validator("memory", mode="before")(staticmethod(_memory_quantity))
+    _memory = pydantic.field_validator("memory", mode="before")(staticmethod(memory_quantity))
 
     @property
     def resources(self) -> Resources:
@@ -121,21 +113,6 @@ class MlflowDeployment(_KubeflowSection):
     _known_policy = one_of("unreachable", UNREACHABLE_POLICIES)
 
 
-def check_location(value: str, key: str, *, filesystem_only: bool = False) -> str:
-    """An absolute POSIX path (normalized) or, unless ``filesystem_only``, a gs://, s3:// or minio:// URI."""
-    if not value:
-        raise ValueError(f"'{key}' is required")
-    if value.startswith(REMOTE_SCHEMES) and not filesystem_only:
-        return value.rstrip("/")
-    if not value.startswith("/"):
-        allowed = "an absolute path" + ("" if filesystem_only else f" or a {', '.join(REMOTE_SCHEMES)} URI")
-        raise ValueError(f"'{key}' must be {allowed}, got {value!r}")
-    normalized = posixpath.normpath(value)
-    if normalized != value.rstrip("/"):
-        raise ValueError(f"'{key}' {value!r} is not normalized (did you mean {normalized!r}?)")
-    return normalized
-
-
 def _location(key: str, *, filesystem_only: bool = False):
     def check(cls, value: str) -> str:
         return check_location(value, key, filesystem_only=filesystem_only)
@@ -145,6 +122,8 @@ def _location(key: str, *, filesystem_only: bool = False):
 
 class KubeflowSettings(_KubeflowSection):
     image: str
+    # The open-source KFP backend version of the cluster: which PlatformSpec fields compile may use.
+    kfp_backend: str = "2.1"
     project_root: str  # where the image holds the project (schemas, dataset configs)
     dataset: str = "taxi"
     pipeline_root: str
@@ -163,7 +142,6 @@ class KubeflowSettings(_KubeflowSection):
     _source: str = pydantic.PrivateAttr("<dict>")
 
     _project_root = _location("project_root", filesystem_only=True)
-    _pipeline_root = _location("pipeline_root")
     _data_root = _location("data_root")
     _serving_dir = _location("serving_dir", filesystem_only=True)
 
@@ -173,6 +151,17 @@ class KubeflowSettings(_KubeflowSection):
         if not image or image.endswith(":latest") or (":" not in image.rsplit("/", 1)[-1] and "@" not in image):
             raise ValueError(f"'image' must be pinned to a tag or digest (not :latest), got {image!r}")
         return image
+
+    @pydantic.field_validator("pipeline_root")
+    @classmethod
+    def _bucket(cls, value: str) -> str:
+        return check_pipeline_root(value)
+
+    @pydantic.field_validator("kfp_backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        parse_backend(value)
+        return value.strip()
 
     @pydantic.field_validator("node_pools")
     @classmethod
@@ -204,8 +193,16 @@ class KubeflowSettings(_KubeflowSection):
             raise ValueError(f"trainer.node_pool {self.trainer.node_pool!r} is not defined under node_pools")
         # Also guarantees the shared volume that multi-node training stages its data on.
         self._check_on_volume("serving_dir", self.serving_dir)
-        if not self.pipeline_root.startswith(REMOTE_SCHEMES):
-            self._check_on_volume("pipeline_root", self.pipeline_root)
+        trainer = self.trainer
+        if trainer.num_nodes == 1 and trainer.gpus_per_node > 1 and not self.mounts_shm:
+            # A pod's /dev/shm is 64 MiB; NCCL's intra-node transport and DataLoader workers need far more.
+            raise ValueError(
+                f"trainer: gpus_per_node: {trainer.gpus_per_node} with num_nodes: 1 runs {trainer.gpus_per_node} "
+                "DDP workers in one pod, which needs a memory-backed /dev/shm larger than the 64 MiB a pod gets "
+                "(NCCL fails without it). Backends before 2.3 cannot mount one (no emptyDirMounts). Set "
+                "kfp_backend: '2.3' (or the newer version the cluster runs), or gpus_per_node: 1, or "
+                "num_nodes: 2 or more (a PyTorchJob, whose pods get one)"
+            )
         return self
 
     def _check_on_volume(self, key: str, path: str) -> None:
@@ -220,6 +217,11 @@ class KubeflowSettings(_KubeflowSection):
     def source(self) -> str:
         """The file these settings came from, for messages."""
         return self._source
+
+    @property
+    def mounts_shm(self) -> bool:
+        """Whether the backend mounts PlatformSpec emptyDirMounts (a memory-backed /dev/shm)."""
+        return parse_backend(self.kfp_backend) >= EMPTY_DIR_BACKEND
 
     def resources_for(self, component_id: str) -> Resources:
         return self.resources.get(component_id, self.resources["default"])

@@ -32,7 +32,7 @@ def emulation_config(root: Path) -> dict:
         "image": "localhost/torchtfx:emulated",
         "project_root": str(PROJECT_ROOT),
         "dataset": "taxi",
-        "pipeline_root": str(root / "kfp-root"),
+        "pipeline_root": "minio://mlpipeline/v2/artifacts/torchtfx",  # the run's root is a local folder instead
         "data_root": str(root / "data"),
         "serving_dir": str(root / "shared" / "serving"),
         "volumes": [{"claim_name": "torchtfx-shared", "mount_path": str(root)}],
@@ -97,7 +97,8 @@ def emulated(tmp_path_factory, taxi_csv):
     spec = compile_pipeline(settings_from_dict(emulation_config(root), "emulation"), root / "pipeline.yaml")
     (root / "research" / "my_model.py").unlink()
     secrets = {"mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"}}
-    results = Launcher(spec, RUN_ID, venv_bin(), secrets).run({"pipeline-run-id": RUN_ID})
+    launcher = Launcher(spec, RUN_ID, venv_bin(), secrets, pipeline_root=root / "kfp-root")
+    results = launcher.run({"pipeline-run-id": RUN_ID})
     return root, results
 
 

@@ -7,10 +7,12 @@ passed downstream, and the PlatformSpec's ``secretAsEnv`` turned into environmen
 As the KFP 2.0-2.3 driver does, downstream input artifacts carry the MLMD id as ``name``, an empty type
 (``instanceSchema: ""``) and their metadata plus ``display_name``; output artifacts have no name; an
 executor output's artifact ``uri`` overrides the provisioned one and ``null`` metadata is an error.
-What is simulated: the cluster. Artifact URIs are local ``file://`` URIs under the pipeline root (the
-launcher's download/upload is the identity), secrets come from a dict, the container image is this
-machine's virtualenv (``python`` on PATH), and node selectors, tolerations and resources are not
-enforced. There is no KFP cache and no MLMD (the KFP backend keeps its own).
+What is simulated: the cluster. As the backend does, the run's pipeline root is the one the run was
+created with (what ``torchtfx submit`` sends), never the spec's ``defaultPipelineRoot`` (driver.go at
+2.1.0, root_dag.go at 2.14.3); here it is a local folder standing in for the bucket, so artifact URIs are
+local ``file://`` URIs (the launcher's download/upload is the identity). Secrets come from a dict, the
+container image is this machine's virtualenv (``python`` on PATH), and node selectors, tolerations and
+resources are not enforced. There is no KFP cache and no MLMD (the KFP backend keeps its own).
 """
 
 from __future__ import annotations
@@ -83,12 +85,14 @@ def _secret_env(platform: dict[str, Any], label: str, secrets: dict[str, dict[st
 class Launcher:
     """Runs every task of the root DAG in topological order; raises on the first failing step."""
 
-    def __init__(self, spec_path: Path, run_id: str, python_bin: Path, secrets: dict[str, dict[str, str]]) -> None:
+    def __init__(
+        self, spec_path: Path, run_id: str, python_bin: Path, secrets: dict[str, dict[str, str]], pipeline_root: Path
+    ) -> None:
         self.spec, self.platform = load_documents(spec_path)
         self.run_id = run_id
         self.python_bin = python_bin
         self.secrets = secrets
-        self.root = Path(self.spec["defaultPipelineRoot"]) / self.spec["pipelineInfo"]["name"] / run_id
+        self.root = pipeline_root / self.spec["pipelineInfo"]["name"] / run_id
         self.results: dict[str, StepResult] = {}
         self._next_id = 1
 

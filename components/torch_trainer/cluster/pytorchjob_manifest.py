@@ -4,7 +4,10 @@ running the same torchrun entry point as the local path."""
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings, cpu_cores
@@ -15,6 +18,37 @@ CONTAINER = "pytorch"  # the operator finds the training container (and its port
 JOB_LABEL, REPLICA_LABEL = "training.kubeflow.org/job-name", "training.kubeflow.org/replica-type"
 _MAX_NAME = 48  # pods/services are named <job>-worker-<i> and must stay DNS-1035 labels (<= 63 chars)
 _TTL_AFTER_FINISHED = 3600  # backstop: the operator removes a finished job even if this process died
+# The pod's own namespace, mounted with its service account token; the KFP driver finds the run's namespace
+# the same way (backend/src/v2/config/env.go, InPodNamespace).
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+logger = logging.getLogger(__name__)
+
+
+def job_namespace(configured: str | None) -> str:
+    """``configured``, else the namespace of the pod this runs in: a KFP step runs in the run's namespace, where
+    its PVCs and secrets are (on multi-user Kubeflow, the user's profile namespace, not ``kubeflow``). Outside a
+    pod, the kubeconfig's current context's namespace, else ``default``, as kubectl chooses."""
+    if configured:
+        return configured
+    try:
+        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    except OSError:
+        namespace = ""
+    if not namespace:
+        namespace = _kubeconfig_namespace() or "default"
+        logger.info("Not in a pod (no %s): PyTorchJob namespace %s", SERVICE_ACCOUNT_NAMESPACE, namespace)
+    return namespace
+
+
+def _kubeconfig_namespace() -> str | None:
+    from kubernetes import config
+
+    try:
+        _, active = config.list_kube_config_contexts(os.path.expanduser(os.environ.get("KUBECONFIG", "~/.kube/config")))
+    except (config.ConfigException, OSError):
+        return None
+    return (active or {}).get("context", {}).get("namespace")
 
 
 def job_name(prefix: str, unique: str) -> str:
@@ -114,5 +148,5 @@ def build_manifest(settings: PyTorchJobSettings, name: str, command: list[str], 
         "cleanPodPolicy": "None",
         "ttlSecondsAfterFinished": _TTL_AFTER_FINISHED,
     }
-    metadata = {"name": name, "namespace": settings.namespace, "labels": dict(labels)}
+    metadata = {"name": name, "namespace": job_namespace(settings.namespace), "labels": dict(labels)}
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PyTorchJob", "metadata": metadata, "spec": spec}

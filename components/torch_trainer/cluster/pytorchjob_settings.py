@@ -88,7 +88,8 @@ def cpu_cores(quantity: str) -> float:
 class PyTorchJobSettings(_ClusterSection):
     """Where and how the DDP replicas run; PVCs in ``volumes`` hold the job file, arrays and outputs."""
 
-    namespace: str = "kubeflow"
+    # None: the namespace of the pod that creates the job (the KFP run's namespace; see job_namespace).
+    namespace: str | None = None
     image: str
     num_nodes: int
     nproc_per_node: int = 1
@@ -119,7 +120,7 @@ class PyTorchJobSettings(_ClusterSection):
         lo, hi, n = self.elastic_min_nodes, self.elastic_max_nodes, self.num_nodes
         checks = [
             (bool(self.image.strip()), "image must be a non-empty container image reference"),
-            (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63,
+            (self.namespace is None or (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63),
              f"namespace {self.namespace!r} is not a DNS-1123 label (lowercase alphanumerics and '-', <= 63)"),
             (n >= 2, f"num_nodes must be >= 2 for a PyTorchJob (got {n}); one node uses the local torchrun path"),
             (self.nproc_per_node >= 1, f"nproc_per_node must be >= 1 (got {self.nproc_per_node})"),

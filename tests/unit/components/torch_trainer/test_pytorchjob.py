@@ -24,6 +24,7 @@ LOGGER = runners.__name__
 
 def settings(**overrides) -> job_settings.PyTorchJobSettings:
     base = dict(
+        namespace=NS,
         image="registry.example/torchtfx:1.0",
         num_nodes=2,
         nproc_per_node=4,
@@ -112,6 +113,29 @@ def test_pod_templates_survive_the_kubernetes_models(elastic):
         assert isinstance(model, client.V1PodTemplateSpec)
         assert model.spec.containers[0].resources.limits["nvidia.com/gpu"] == "4"
         assert api.sanitize_for_serialization(model) == template
+
+
+def test_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
+    """Unset, the job goes where the creating pod runs (the KFP run's namespace, where its PVC and secrets are on
+    multi-user Kubeflow): the service account's namespace file, else the kubeconfig's current context, else
+    ``default``. Real build_manifest and kubernetes kubeconfig parsing; the files are stand-ins for a pod's."""
+    namespace_file = tmp_path / "serviceaccount" / "namespace"
+    monkeypatch.setattr(manifests, "SERVICE_ACCOUNT_NAMESPACE", namespace_file)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent-kubeconfig"))
+    assert job_settings.PyTorchJobSettings(image="img:1", num_nodes=2).namespace is None
+    assert manifest(namespace=None)["metadata"]["namespace"] == "default"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "contexts": [{"name": "lab", "context": {"cluster": "c", "user": "u", "namespace": "team-b"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}], "users": [{"name": "u", "user": {}}],
+    }))  # fmt: skip
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    assert manifest(namespace=None)["metadata"]["namespace"] == "team-b"
+    namespace_file.parent.mkdir()
+    namespace_file.write_text("team-a")  # as Kubernetes mounts it: no newline
+    assert manifest(namespace=None)["metadata"]["namespace"] == "team-a"
+    assert manifest(namespace="training")["metadata"]["namespace"] == "training"
 
 
 def test_job_name_is_a_short_dns_label():

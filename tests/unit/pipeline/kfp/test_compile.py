@@ -100,7 +100,8 @@ def test_platform_spec_labels_exist_and_secrets_only_by_reference(compiled):
     assert with_secrets == {executor_label(s) for s in ("ChampionModel", "TorchTrainer", "Promoter")}
     assert all(c["pvcMount"] == [{"constant": "torchtfx-shared", "mountPath": "/mnt/torchtfx"}] for c in k8s.values())
     assert helpers.find_credentials(out.read_text()) == []
-    # The KFP SDK reads both documents, as `torchtfx submit` will (strict proto parsing of the PlatformSpec).
+    # The KFP SDK reads both documents, as `torchtfx submit` will. Its executors are Structs, so this checks
+    # no executor config key: test_platform_spec.py checks them against the backend's proto.
     from kfp.client.client import _extract_pipeline_yaml
 
     package = _extract_pipeline_yaml(str(out))
@@ -116,6 +117,8 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
     assert (job["num_nodes"], job["nproc_per_node"], job["gpus_per_node"]) == (2, 4, 4)
     assert job["tolerations"] == pools_raw()["node_pools"]["gpu"]["tolerations"]
     assert {e["env"] for e in job["env_from_secrets"]} == {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"}
+    # No namespace in the spec: the job goes to the run's own namespace, where its PVC and secrets are.
+    assert job["namespace"] is None
     hparams = json.loads(spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["hyperparameters"]
                          ["runtimeValue"]["constant"])  # fmt: skip
     assert hparams["num_workers"] == 4 and hparams["use_gpu"] is True
@@ -133,7 +136,14 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
         ({"serving_dir": "gs://bucket/serving"}, "'serving_dir' must be an absolute path"),
         ({"serving_dir": "/srv/models/../../etc"}, "is not normalized"),
         ({"serving_dir": "/elsewhere/serving"}, "is not on a mounted volume"),
-        ({"pipeline_root": "relative/root"}, "'pipeline_root' must be an absolute path or a gs://"),
+        ({"pipeline_root": "relative/root"}, "'pipeline_root' must be a gs://, s3:// or minio:// bucket URI"),
+        # The KFP launcher stores artifacts only in buckets (backend/src/v2/objectstore), never on a volume.
+        ({"pipeline_root": "/mnt/torchtfx/kfp-root"}, "'unsupported Cloud bucket'"),
+        ({"pipeline_root": "gs://"}, "'pipeline_root' must be a gs://, s3:// or minio:// bucket URI"),
+        ({"kfp_backend": "2.0"}, "needs Kubeflow Pipelines backend 2.1 or newer"),
+        ({"kfp_backend": "latest"}, "'kfp_backend' must be a MAJOR.MINOR version"),
+        # Several DDP workers in one pod need a /dev/shm that backends before 2.3 cannot mount.
+        ({"trainer": {"gpus_per_node": 4}}, "needs a memory-backed /dev/shm larger than the 64 MiB"),
         ({"colour": "blue"}, "unknown key colour; allowed keys here: beam_args, data_root, dataset, image"),
         ({"resources": {"Transform": {"cpu": 2, "memory": "lots"}}}, "memory 'lots' is not a quantity"),
         ({"trainer": {"node_pool": "tpu"}}, "trainer.node_pool 'tpu' is not defined"),
@@ -156,6 +166,22 @@ def test_config_errors_name_the_key(change, message):
     with pytest.raises(KubeflowConfigError) as err:
         settings_from_dict(raw, "pools.yaml")
     assert message in str(err.value)
+
+
+def test_steps_that_read_or_change_the_outside_world_are_never_served_from_the_cache(compiled):
+    """KFP's cache key is the input artifact ids, parameter values, command, args and image: ExampleGen's are all
+    constants, so new files under data_root would be a cache hit feeding last run's examples downstream."""
+    _, spec, _ = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    caching = {name: task["cachingOptions"].get("enableCache", False) for name, task in tasks.items()}
+    assert caching == {step: step not in ("CsvExampleGen", "ChampionModel", "Promoter") for step in STEPS}
+    # Every other step consumes ExampleGen's output (directly or not), so a fresh ExampleGen artifact, whose id
+    # is in their cache keys, makes each of them run again; only ImportSchemaGen (the image's schema) is reused.
+    upstream = {name: set(task.get("dependentTasks", [])) for name, task in tasks.items()}
+    for _ in tasks:
+        upstream = {name: deps.union(*(upstream[d] for d in deps)) for name, deps in upstream.items()}
+    cached = {name for name, enabled in caching.items() if enabled}
+    assert {name for name in cached if "CsvExampleGen" not in upstream[name]} == {"ImportSchemaGen"}
 
 
 def test_credential_scanner_catches_what_it_should():

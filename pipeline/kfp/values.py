@@ -1,0 +1,77 @@
+"""Plain checks of single values in the Kubeflow configuration (memory quantities, locations, the pipeline
+root, the backend version), each raising ``ValueError`` with what is wrong and what to write instead."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any
+
+REMOTE_SCHEMES = ("gs://", "s3://", "minio://")
+# The KFP launcher's bucket URI (backend/src/v2/objectstore ParseBucketConfig, 2.1.0 to 2.14.3): a scheme it
+# knows, then a bucket name, then an optional prefix.
+_BUCKET_URI = re.compile(r"^(gs|s3|minio)://[^/?]+(/[^?]*)?$")
+# The oldest open-source KFP backend this project supports (kubeflow/README.md), and the first whose driver
+# mounts the PlatformSpec's emptyDirMounts (backend/src/v2/driver/driver.go at tag 2.3.0; the 2.1 and 2.2
+# drivers parse the executor config strictly and fail the step on that field).
+OLDEST_BACKEND = (2, 1)
+EMPTY_DIR_BACKEND = (2, 3)
+_BACKEND = re.compile(r"^(\d+)\.(\d+)$")
+_MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+
+
+def parse_memory_gb(value: Any) -> float:
+    """A Kubernetes memory quantity in decimal gigabytes: the unit of PipelineSpec's ResourceSpec.memory_limit."""
+    match = _MEMORY.match(str(value).strip())
+    if not match:
+        raise ValueError(f"memory {value!r} is not a quantity like 16Gi, 512Mi or 8G")
+    number, unit = float(match.group(1)), match.group(2)
+    return round(number * _MEMORY_UNITS.get(unit, 1) / 1e9, 3) if unit else round(number / 1e9, 3)
+
+
+def memory_quantity(memory: Any) -> str:
+    parse_memory_gb(memory)
+    return str(memory)
+
+
+def check_location(value: str, key: str, *, filesystem_only: bool = False) -> str:
+    """An absolute POSIX path (normalized) or, unless ``filesystem_only``, a gs://, s3:// or minio:// URI."""
+    if not value:
+        raise ValueError(f"'{key}' is required")
+    if value.startswith(REMOTE_SCHEMES) and not filesystem_only:
+        return value.rstrip("/")
+    if not value.startswith("/"):
+        allowed = "an absolute path" + ("" if filesystem_only else f" or a {', '.join(REMOTE_SCHEMES)} URI")
+        raise ValueError(f"'{key}' must be {allowed}, got {value!r}")
+    normalized = posixpath.normpath(value)
+    if normalized != value.rstrip("/"):
+        raise ValueError(f"'{key}' {value!r} is not normalized (did you mean {normalized!r}?)")
+    return normalized
+
+
+def is_bucket_uri(value: str) -> bool:
+    return bool(_BUCKET_URI.match(value or ""))
+
+
+def check_pipeline_root(value: str) -> str:
+    """A bucket URI the KFP launcher can store artifacts in: gs://, s3:// or minio://, with a bucket."""
+    if is_bucket_uri((value or "").rstrip("/")):
+        return value.rstrip("/")
+    raise ValueError(
+        f"'pipeline_root' must be a gs://, s3:// or minio:// bucket URI, got {value!r}: the KFP launcher stores "
+        "artifacts only there (any other root fails every step with 'unsupported Cloud bucket', "
+        "backend/src/v2/objectstore), so a path on a volume cannot work. Use the bucket KFP already uses, "
+        "e.g. minio://mlpipeline/v2/artifacts/torchtfx"
+    )
+
+
+def parse_backend(value: str) -> tuple[int, int]:
+    """``"2.3"`` -> (2, 3); refuses a backend older than the oldest this project supports."""
+    match = _BACKEND.match(str(value).strip())
+    if not match:
+        raise ValueError(f"'kfp_backend' must be a MAJOR.MINOR version such as '2.1', got {value!r}")
+    version = (int(match.group(1)), int(match.group(2)))
+    if version < OLDEST_BACKEND:
+        raise ValueError("'kfp_backend': torchtfx needs Kubeflow Pipelines backend 2.1 or newer")
+    return version
