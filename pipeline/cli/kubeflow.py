@@ -74,6 +74,17 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
     return params
 
 
+# `submit --wait` exit codes besides 0 (the run SUCCEEDED) and 1 (it ended FAILED, CANCELED or SKIPPED, or was
+# refused): the run was still going when --timeout ran out (as GNU timeout(1) reports it).
+WAIT_TIMEOUT_EXIT_CODE = 124
+
+
+class _RunDidNotSucceed(click.ClickException):
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 @click.command("submit")
 @click.option("--package", type=click.Path(path_type=Path), required=True, help="The compiled .yaml spec.")
 @click.option(
@@ -86,12 +97,38 @@ def _parse_params(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--namespace", help="Kubeflow profile namespace (multi-user installs).")
 @click.option("--param", "params", multiple=True, help="Pipeline parameter NAME=VALUE (repeatable).")
 @click.option("--no-cache", is_flag=True, help="Disable KFP step caching for this run.")
-def submit_cmd(package, host, experiment, run_name, namespace, params, no_cache) -> None:
-    """Submit a compiled spec to Kubeflow Pipelines. Credentials: KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH
-    in the environment, or the in-cluster service account; never command-line flags."""
-    from torchtfx.pipeline.kfp.submit import SubmitError, submit
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Follow the run, printing each state change, and exit non-zero unless it SUCCEEDED (for CI).",
+)
+@click.option(
+    "--timeout",
+    "timeout_minutes",
+    type=click.FloatRange(min=0, min_open=True),
+    default=720.0,
+    show_default=True,
+    metavar="MINUTES",
+    help=f"With --wait: stop waiting after this long (exit {WAIT_TIMEOUT_EXIT_CODE}; the run goes on).",
+)
+@click.option(
+    "--poll-seconds",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="With --wait: how often to ask the KFP API.",
+)
+def submit_cmd(
+    package, host, experiment, run_name, namespace, params, no_cache, wait, timeout_minutes, poll_seconds
+) -> None:
+    """Submit a compiled spec to Kubeflow Pipelines, with the spec's pipeline root as the run's (the backend
+    ignores the spec's own). Credentials: KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH in the environment, or the
+    in-cluster service account; never command-line flags."""
+    from torchtfx.pipeline.kfp.submit import SubmitError, connect, read_package, submit
 
     try:
+        read_package(package)  # a bad package is refused before the cluster is contacted
+        client = connect(host, namespace)
         done = submit(
             package,
             host=host,
@@ -100,9 +137,31 @@ def submit_cmd(package, host, experiment, run_name, namespace, params, no_cache)
             params=_parse_params(params),
             namespace=namespace,
             enable_caching=False if no_cache else None,
+            client=client,
         )
     except SubmitError as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"Submitted run {done.run_name} (id {done.run_id}) to experiment {done.experiment}")
+    click.echo(f"Artifacts go to {done.pipeline_root or 'the cluster default pipeline root (kfp-launcher)'}")
     if done.url:
         click.echo(f"Follow it at {done.url}")
+    if wait:
+        _wait(client, done, timeout_minutes * 60, poll_seconds)
+
+
+def _wait(client, done, timeout_seconds: float, poll_seconds: float) -> None:
+    from torchtfx.pipeline.kfp.follow import RunFollower, RunTimeoutError
+    from torchtfx.pipeline.kfp.submit import SubmitError
+
+    try:
+        outcome = RunFollower(client, click.echo).follow(done.run_id, timeout_seconds, poll_seconds)
+    except RunTimeoutError as err:
+        raise _RunDidNotSucceed(str(err), WAIT_TIMEOUT_EXIT_CODE) from err
+    except SubmitError as err:
+        raise click.ClickException(str(err)) from err
+    if not outcome.succeeded:
+        raise _RunDidNotSucceed(
+            f"run {done.run_name} (id {done.run_id}) ended {outcome.state}"
+            + (f": {outcome.error}" if outcome.error else "")
+        )
+    click.echo(f"Run {done.run_name} SUCCEEDED")

@@ -33,6 +33,7 @@ class Submission:
     run_name: str
     experiment: str
     url: str | None
+    pipeline_root: str | None = None
 
 
 def read_package(package: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -44,6 +45,21 @@ def read_package(package: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(spec, dict) or spec.get("schemaVersion") != "2.1.0":
         raise SubmitError(f"{package} is not a pipeline spec with schemaVersion 2.1.0; recompile it")
     return spec, (docs[1] if len(docs) > 1 else {})
+
+
+def pipeline_root(spec: dict[str, Any], package: Path) -> str | None:
+    """The spec's ``defaultPipelineRoot``, which the run must carry itself: the KFP backend takes the run's
+    pipeline root, else the namespace's kfp-launcher ConfigMap, and never reads the spec's (driver.go at
+    2.1.0, root_dag.go at 2.14.3). None when the spec has none (the cluster's default then applies)."""
+    from torchtfx.pipeline.kfp.values import is_bucket_uri
+
+    root = spec.get("defaultPipelineRoot")
+    if root and not is_bucket_uri(root):
+        raise SubmitError(
+            f"{package}: its pipeline root {root!r} is not a gs://, s3:// or minio:// bucket, the only roots the "
+            "KFP launcher stores artifacts in; set pipeline_root in the Kubeflow config to one and recompile"
+        )
+    return root or None
 
 
 def run_arguments(spec: dict[str, Any], params: dict[str, str], run_name: str) -> dict[str, str]:
@@ -72,6 +88,15 @@ def kfp_client(host: str | None, namespace: str | None):
     return kfp.Client(host=host, namespace=namespace)
 
 
+def connect(host: str | None, namespace: str | None):
+    """A ``kfp.Client``; the client checks the API's health on creation."""
+    try:
+        return kfp_client(host, namespace)
+    except TimeoutError as err:
+        where = host or "(in-cluster)"
+        raise SubmitError(f"Kubeflow Pipelines at {where} did not answer its health check: {err}") from None
+
+
 def submit(
     package: Path,
     *,
@@ -85,21 +110,20 @@ def submit(
 ) -> Submission:
     """Create (or reuse) ``experiment`` and start one run of ``package``."""
     spec, _ = read_package(package)
+    root = pipeline_root(spec, package)
     run_name = run_name or f"{spec['pipelineInfo']['name']}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     arguments = run_arguments(spec, params or {}, run_name)
+    client = client or connect(host, namespace)
     try:
-        client = client or kfp_client(host, namespace)
         result = client.create_run_from_pipeline_package(
             str(package),
             arguments=arguments,
             run_name=run_name,
             experiment_name=experiment,
             namespace=namespace,
+            pipeline_root=root,
             enable_caching=enable_caching,
         )
-    except TimeoutError as err:
-        where = host or "(in-cluster)"
-        raise SubmitError(f"Kubeflow Pipelines at {where} did not answer its health check: {err}") from None
     except Exception as err:
         if type(err).__name__ != "ApiException":
             raise
@@ -107,4 +131,4 @@ def submit(
         raise SubmitError(f"Kubeflow Pipelines refused the run: {err.status} {err.reason}{hint}") from None
     url = f"{host.rstrip('/')}/#/runs/details/{result.run_id}" if host else None
     logger.info("Submitted run %s (%s) to experiment %s", run_name, result.run_id, experiment)
-    return Submission(run_id=result.run_id, run_name=run_name, experiment=experiment, url=url)
+    return Submission(result.run_id, run_name, experiment, url, root)

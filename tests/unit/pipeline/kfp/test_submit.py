@@ -1,48 +1,24 @@
-"""`torchtfx submit` against a fake Kubeflow Pipelines API server: no KFP API server can run on these
-machines, so a real HTTP server in a thread answers the v2beta1 endpoints (healthz, experiments, runs) and
-the real ``kfp.Client`` talks to it. Real: the package reading, the client's request bodies and auth header."""
+"""`torchtfx submit` against a fake Kubeflow Pipelines API server (tests/fakes/kfp_api.py): no KFP API server
+can run on these machines, so a real HTTP server in a thread answers the v2beta1 endpoints (healthz,
+experiments, runs) and the real ``kfp.Client`` talks to it. Real: the package reading, the client's request
+bodies and auth header, and its deserialization of the run it polls."""
 
 from __future__ import annotations
 
 import json
-import urllib.parse
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from tests import helpers
 from tests.fakes.http_server import http_server
+from tests.fakes.kfp_api import FakeKfp, run_status
 from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
-from torchtfx.pipeline.kfp.submit import SubmitError, submit
-
-
-class FakeKfp:
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.experiments: list[dict] = []
-        self.run_code = 200
-
-    def handle(self, method: str, url: str, body: bytes, headers: dict) -> tuple[int, dict]:
-        parsed = urllib.parse.urlsplit(url)
-        self.requests.append({"method": method, "path": parsed.path, "headers": headers,
-                              "body": json.loads(body) if body else None})  # fmt: skip
-        if parsed.path == "/apis/v2beta1/healthz":
-            return 200, {"multi_user": False}
-        if parsed.path == "/apis/v2beta1/experiments" and method == "GET":
-            return 200, {"experiments": self.experiments, "total_size": len(self.experiments)}
-        if parsed.path == "/apis/v2beta1/experiments" and method == "POST":
-            experiment = {**json.loads(body), "experiment_id": f"exp-{len(self.experiments) + 1}"}
-            self.experiments.append(experiment)
-            return 200, experiment
-        if parsed.path == "/apis/v2beta1/runs" and method == "POST":
-            if self.run_code != 200:
-                return self.run_code, {"error_message": "simulated refusal", "code": 7}
-            return 200, {**json.loads(body), "run_id": "run-123", "state": "PENDING"}
-        return 404, {"error_message": f"no route {method} {parsed.path}"}
-
-    def runs(self) -> list[dict]:
-        return [r for r in self.requests if r["path"] == "/apis/v2beta1/runs"]
+from torchtfx.pipeline.kfp.follow import RunFollower, RunTimeoutError
+from torchtfx.pipeline.kfp.submit import SubmitError, connect, submit
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +47,27 @@ def test_submit_sends_spec_platform_spec_and_run_id_with_the_token_from_the_envi
     assert "kubernetes" in body["pipeline_spec"]["platform_spec"]["platforms"]
     run_id = body["runtime_config"]["parameters"]["pipeline-run-id"]
     assert run_id.startswith("nightly-1-")
+    assert body["runtime_config"]["pipeline_root"] == "minio://mlpipeline/v2/artifacts/torchtfx"
     assert "tok-from-env" not in json.dumps(body) and helpers.find_credentials(json.dumps(body)) == []
+
+
+def test_the_run_carries_the_specs_pipeline_root(kfp, package):
+    """The backend takes the run's pipeline_root, else the cluster's kfp-launcher ConfigMap, never the spec's
+    defaultPipelineRoot: without it the artifacts would land in the cluster's default root."""
+    spec = yaml.safe_load_all(package.read_text()).__next__()
+    done = submit(package, host=kfp.url, experiment="taxi", run_name="r")
+    (run,) = kfp.runs()
+    assert run["body"]["runtime_config"]["pipeline_root"] == spec["defaultPipelineRoot"] == done.pipeline_root
+    assert done.pipeline_root.startswith("minio://")
+
+
+def test_a_package_whose_root_the_launcher_cannot_use_is_refused(kfp, package, tmp_path):
+    spec, platform = yaml.safe_load_all(package.read_text())
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump_all([{**spec, "defaultPipelineRoot": "/mnt/torchtfx/root"}, platform]))
+    with pytest.raises(SubmitError, match=r"not a gs://, s3:// or minio:// bucket.*recompile"):
+        submit(old, host=kfp.url, experiment="taxi")
+    assert kfp.runs() == []
 
 
 def test_submit_reuses_the_experiment(kfp, package):
@@ -92,3 +88,109 @@ def test_refused_run_says_why(kfp, package):
     kfp.run_code = 403
     with pytest.raises(SubmitError, match=r"403.*KFP_TOKEN"):
         submit(package, host=kfp.url, experiment="taxi", run_name="x")
+
+
+# ------------------------------------------------------------------ submit --wait
+
+
+class FakeClock:
+    """Simulated time: sleep() advances the clock instantly."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 0.0, []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def follow(kfp, package, timeout: float = 600, poll: float = 30) -> tuple[list[str], FakeClock, object]:
+    """Submit, then follow the run with the real kfp.Client polling the fake server; simulated clock."""
+    client = connect(kfp.url, None)
+    done = submit(package, host=kfp.url, experiment="taxi", run_name="ci-1", client=client)
+    lines, clock = [], FakeClock()
+    try:
+        outcome = RunFollower(client, lines.append, sleep=clock.sleep, clock=clock).follow(done.run_id, timeout, poll)
+    except SubmitError as err:
+        outcome = err
+    return lines, clock, outcome
+
+
+def test_wait_reports_each_change_once_and_retries_a_transient_error(kfp, package):
+    kfp.statuses = [
+        run_status("PENDING"),
+        run_status("RUNNING", {"CsvExampleGen": "RUNNING"}),
+        run_status("RUNNING", {"CsvExampleGen": "RUNNING"}),
+        503,  # the API server restarting: asked again at the next poll
+        run_status("RUNNING", {"CsvExampleGen": "SUCCEEDED", "StatisticsGen": "RUNNING"}),
+        run_status("SUCCEEDED", {"CsvExampleGen": "SUCCEEDED", "StatisticsGen": "SUCCEEDED"}),
+    ]
+    lines, clock, outcome = follow(kfp, package)
+    assert outcome.succeeded and outcome.state == "SUCCEEDED" and outcome.error == ""
+    assert lines == [
+        "[0:00:00] run: PENDING",
+        "[0:00:30] run: RUNNING",
+        "[0:00:30]   CsvExampleGen: RUNNING",
+        "[0:02:00]   CsvExampleGen: SUCCEEDED",
+        "[0:02:00]   StatisticsGen: RUNNING",
+        "[0:02:30] run: SUCCEEDED",
+        "[0:02:30]   StatisticsGen: SUCCEEDED",
+    ]
+    assert clock.sleeps == [30] * 5 and len(kfp.run_gets()) == 6
+    assert kfp.run_gets()[0]["path"] == "/apis/v2beta1/runs/run-123"
+
+
+def test_a_failed_run_names_its_failed_step(kfp, package):
+    kfp.statuses = [run_status("FAILED", {"CsvExampleGen": "SUCCEEDED", "TorchTrainer": "FAILED"}, "task failed")]
+    _, clock, outcome = follow(kfp, package)
+    assert not outcome.succeeded and outcome.state == "FAILED" and clock.sleeps == []
+    assert outcome.error == "task failed; TorchTrainer: task failed"
+
+
+def test_the_wait_is_bounded(kfp, package):
+    kfp.statuses = [run_status("RUNNING")]
+    _, clock, outcome = follow(kfp, package, timeout=100, poll=30)
+    assert isinstance(outcome, RunTimeoutError) and "still RUNNING after 0:01:40" in str(outcome)
+    assert clock.sleeps == [30, 30, 30, 10] and len(kfp.run_gets()) == 5
+
+
+def test_a_refused_poll_stops_the_wait_with_the_reason(kfp, package):
+    kfp.statuses = [403]
+    _, clock, outcome = follow(kfp, package)
+    assert isinstance(outcome, SubmitError) and not isinstance(outcome, RunTimeoutError)
+    assert "refused to report run run-123: 403" in str(outcome) and "KFP_TOKEN" in str(outcome)
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("statuses", "extra", "code", "expected"),
+    [
+        ([run_status("SUCCEEDED")], [], 0, "Run ci-2 SUCCEEDED"),
+        ([run_status("FAILED", {"Evaluator": "FAILED"}, "blessing failed")], [], 1,
+         "Error: run ci-2 (id run-123) ended FAILED: blessing failed; Evaluator: blessing failed"),
+        ([run_status("CANCELED")], [], 1, "ended CANCELED"),
+        # 0.0001 minutes: the first poll sees RUNNING, the wait sleeps out the 6 ms left and gives up.
+        ([run_status("RUNNING")], ["--timeout", "0.0001"], 124, "still RUNNING after 0:00:00 (--timeout)"),
+    ],
+)  # fmt: skip
+def test_submit_wait_exit_code_says_how_the_run_ended(kfp, package, statuses, extra, code, expected):
+    from torchtfx.pipeline.cli.kubeflow import submit_cmd
+
+    kfp.statuses = statuses
+    args = ["--package", str(package), "--host", kfp.url, "--run-name", "ci-2", "--wait", *extra]
+    result = CliRunner().invoke(submit_cmd, args)
+    assert result.exit_code == code, result.output
+    assert expected in result.output
+    assert "Artifacts go to minio://mlpipeline/v2/artifacts/torchtfx" in result.output
+    assert "[0:00:00] run: " in result.output
+
+
+def test_submit_without_wait_does_not_poll(kfp, package):
+    from torchtfx.pipeline.cli.kubeflow import submit_cmd
+
+    result = CliRunner().invoke(submit_cmd, ["--package", str(package), "--host", kfp.url])
+    assert result.exit_code == 0, result.output
+    assert len(kfp.runs()) == 1 and kfp.run_gets() == []
