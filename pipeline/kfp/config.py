@@ -157,9 +157,11 @@ class KubeflowSettings(_KubeflowSection):
     def _bucket(cls, value: str) -> str:
         return check_pipeline_root(value)
 
-    @pydantic.field_validator("kfp_backend")
+    @pydantic.field_validator("kfp_backend", mode="before")
     @classmethod
-    def _known_backend(cls, value: str) -> str:
+    def _known_backend(cls, value: Any) -> str:
+        if not isinstance(value, str):  # YAML reads 2.10 as the number 2.1
+            raise ValueError(f"'kfp_backend' must be quoted, e.g. \"2.3\" (YAML reads an unquoted {value} as a number)")
         parse_backend(value)
         return value.strip()
 

@@ -142,6 +142,7 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
         ({"pipeline_root": "gs://"}, "'pipeline_root' must be a gs://, s3:// or minio:// bucket URI"),
         ({"kfp_backend": "2.0"}, "needs Kubeflow Pipelines backend 2.1 or newer"),
         ({"kfp_backend": "latest"}, "'kfp_backend' must be a MAJOR.MINOR version"),
+        ({"kfp_backend": 2.10}, "'kfp_backend' must be quoted"),
         # Several DDP workers in one pod need a /dev/shm that backends before 2.3 cannot mount.
         ({"trainer": {"gpus_per_node": 4}}, "needs a memory-backed /dev/shm larger than the 64 MiB"),
         ({"colour": "blue"}, "unknown key colour; allowed keys here: beam_args, data_root, dataset, image"),
