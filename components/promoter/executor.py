@@ -31,14 +31,17 @@ from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.artifact_uris import remote_uri
 from torchtfx.components.shared.contracts import (
+    IDENTICAL_TO_PROPERTY,
     LABELS_PENDING_PROPERTY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
+    MODEL_FINGERPRINT_PROPERTY,
     PARITY_PROPERTY,
     REGISTERED_MODEL_KEY,
     REJECTION_PROPERTY,
     SERVING_DIR_KEY,
     TRAIN_STATISTICS_TAG,
+    UNCHANGED_PROPERTY,
 )
 from torchtfx.components.shared.mlflow_client import (
     Registry,
@@ -128,15 +131,32 @@ class Executor(pusher_executor.Executor):
             mlflow_model_dir=mlflow_model if (mlflow_model := contracts.mlflow_model_dir(model.uri)).is_dir() else None,
         )
         _require_registry(target.registry.tracking_uri)  # before any change: promotion never half-happens
+        pushed.set_string_custom_property(MODEL_FINGERPRINT_PROPERTY, candidate.fingerprint)
         if self.CheckBlessing(input_dict):
             version = promotion.promote(candidate, target)
+            if isinstance(version, promotion.Unchanged):
+                self._mark_unchanged(pushed, version, target)
+                return
             self._MarkPushed(pushed, pushed_destination=str(serving_dir / str(version)), pushed_version=str(version))
             pushed.set_int_custom_property(
                 LABELS_PENDING_PROPERTY, int(promotion.pending_label_move(target) == version)
             )
             return
         reasons = [f.line() for f in gate_results.gate_failures(evaluation.uri)] or ["not blessed by the Evaluator"]
-        promotion.reject(candidate, target, reasons)
+        recorded = promotion.reject(candidate, target, reasons)
         self._MarkNotPushed(pushed)
         pushed.set_string_custom_property(REJECTION_PROPERTY, "\n".join(reasons))
+        if isinstance(recorded, promotion.Unchanged):
+            self._mark_unchanged(pushed, recorded, target)
         logger.warning("Candidate rejected; production unchanged:\n%s", "\n".join(reasons))
+
+    def _mark_unchanged(self, pushed: types.Artifact, outcome: promotion.Unchanged,
+                        target: promotion.ServingTarget) -> None:  # fmt: skip
+        """Not pushed (TFX's marks), and why: the sentence the run report prints, and the version it matched."""
+        self._MarkNotPushed(pushed)
+        pushed.set_string_custom_property(UNCHANGED_PROPERTY, outcome.message)
+        if outcome.serving_version is not None:
+            pushed.set_int_custom_property(IDENTICAL_TO_PROPERTY, outcome.serving_version)
+            # A label move onto it that is still pending (a failed --finish) stays reported as such.
+            pending = promotion.pending_label_move(target) == outcome.serving_version
+            pushed.set_int_custom_property(LABELS_PENDING_PROPERTY, int(pending))

@@ -97,10 +97,18 @@ PUSHED_VERSION_PROPERTY = "pushed_version"
 REJECTION_PROPERTY = "rejection_reasons"
 # 1 when the stable/canary labels wait for `torchtfx promote --finish` (no server address to confirm the load)
 LABELS_PENDING_PROPERTY = "labels_pending"
+# The candidate's model fingerprint (components.shared.fingerprint), whatever the outcome.
+MODEL_FINGERPRINT_PROPERTY = "model_fingerprint"
+# A candidate identical to a version already in the registry (the champion, a rolled-back version, the rejected
+# challenger): nothing pushed or registered. The sentence that says so, and that version's serving version.
+UNCHANGED_PROPERTY = "unchanged"
+IDENTICAL_TO_PROPERTY = "identical_to_serving_version"
 # On the ModelBlessing artifact (TFX's Evaluator writes it).
 BLESSED_PROPERTY = "blessed"
 # Registry tag: where the statistics of a version's training data live (the Promoter writes, ChampionModel reads).
 TRAIN_STATISTICS_TAG = "train_statistics_uri"
+# Registry tag: the version's model fingerprint (the Promoter writes it on every registration and compares it).
+MODEL_FINGERPRINT_TAG = "model_fingerprint"
 
 
 # -- naming -------------------------------------------------------------------------------------------------

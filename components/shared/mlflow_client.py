@@ -195,6 +195,12 @@ class Registry:
             known = sorted(int(v.version) for v in self.client.search_model_versions(f"name='{self.model_name}'"))
             raise LookupError(f"{self.model_name} has no registry version {version}; it has {known}") from err
 
+    def versions_tagged(self, key: str, value: str) -> list:
+        """The versions whose tag ``key`` is ``value``, newest first (the registry searches; nothing is listed)."""
+        quoted = value.replace("'", "\\'")
+        found = self.client.search_model_versions(f"name='{self.model_name}' AND tags.`{key}`='{quoted}'")
+        return sorted(found, key=lambda v: int(v.version), reverse=True)
+
     def set_alias(self, alias: str, version: str | int) -> None:
         self.client.set_registered_model_alias(self.model_name, alias, str(version))
 

@@ -11,7 +11,8 @@ from torchtfx.pipeline.reporting.summary import RunSummary, slice_metrics
 
 
 def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
-    """Print the run's outcome; returns False when the candidate was rejected by a gate."""
+    """Print the run's outcome; returns False when the candidate was rejected by a gate (also when it is
+    identical to a model the registry has: a champion that fails today's gates is still a failed gate)."""
     click.echo("")
     click.echo(f"Pipeline run {summary.run_id} finished in {wall:.1f} s")
     for stage in summary.stages:
@@ -36,15 +37,26 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     click.echo(f"Report: {build_report(summary, settings.root, settings.mlflow_default_uri)}")
     if summary.pushed_to:
         click.echo(f"Promoted to champion; pushed model: {summary.pushed_to}")
-        if summary.labels_pending:
-            click.echo(
-                "TF Serving: the version is staged in models.config; the stable/canary labels move onto it once "
-                "the server has loaded it: `torchtfx promote --finish` (or the next run), or give --serving-address "
-                "to have the load confirmed and the labels moved in the same run."
-            )
+        _pending_note(summary)
         return True
+    if summary.unchanged:
+        # A rerun on unchanged data and code: nothing was pushed or registered, and that is a success unless the
+        # gates failed (the champion itself fails them, or the rejection was already recorded).
+        click.echo(f"Nothing to promote. {summary.unchanged}")
+        _pending_note(summary)
+        if not failures and summary.blessed is not False:
+            return True
     click.echo(gate_results.summary(failures), err=True)
     return False
+
+
+def _pending_note(summary: RunSummary) -> None:
+    if summary.labels_pending:
+        click.echo(
+            "TF Serving: the version is staged in models.config; the stable/canary labels move onto it once "
+            "the server has loaded it: `torchtfx promote --finish` (or the next run), or give --serving-address "
+            "to have the load confirmed and the labels moved in the same run."
+        )
 
 
 def precision_line(summary: RunSummary) -> str | None:

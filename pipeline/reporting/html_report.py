@@ -222,6 +222,9 @@ def _precision_html(outcome: dict) -> str:
 def _outcome_html(summary: RunSummary) -> str:
     if summary.pushed_to:
         return f"<p><b>Promoted</b>: champion is now served from {html.escape(summary.pushed_to)}</p>"
+    if summary.unchanged:
+        verdict = "Rejected, and nothing to record" if summary.blessed is False else "Nothing to promote"
+        return f"<p><b>{verdict}</b>: {html.escape(summary.unchanged)}</p>"
     if summary.blessed is False:
         return "<p><b>Rejected</b>: the champion and the serving directory are unchanged.</p>"
     return "<p>The run did not reach promotion.</p>"

@@ -44,6 +44,11 @@ class RunSummary:
         return self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.PUSHED_DESTINATION_PROPERTY)
 
     @property
+    def unchanged(self) -> str | None:
+        """Why nothing was pushed or registered: the candidate is a model the registry already has."""
+        return self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.UNCHANGED_PROPERTY) or None
+
+    @property
     def labels_pending(self) -> bool:
         return self.custom(contracts.PROMOTER_ID, "pushed_model", contracts.LABELS_PENDING_PROPERTY) == 1
 

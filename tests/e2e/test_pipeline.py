@@ -321,6 +321,44 @@ def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run, model
     assert helpers.tree_digest(root / "serving") == state and registry(root).serving_version("champion") == 1
 
 
+def _rerun_changes_nothing(root: Path, server: FakeModelServer, *args: str) -> subprocess.CompletedProcess:
+    """Rerun a run's own command (the MLMD cache hands back its trained model); nothing under the serving
+    directory, in the registry or at TF Serving may change."""
+    reg = registry(root)
+    before = (helpers.tree_digest(root / "serving"), reg.client.search_model_versions(f"name='{reg.model_name}'"),
+              _aliases(root), len(server.history))  # fmt: skip
+    proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
+                    *serving(root, server), *args)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stages = {s.node: s.state for s in helpers.metadata(root / "pipeline").stages}
+    assert stages["TorchTrainer"] == "CACHED" and stages["Promoter"] == "COMPLETE", stages
+    after = (helpers.tree_digest(root / "serving"), reg.client.search_model_versions(f"name='{reg.model_name}'"),
+             _aliases(root), len(server.history))  # fmt: skip
+    assert after[0] == before[0]  # every version, models.config, the batching file: byte-identical
+    assert [v.version for v in after[1]] == [v.version for v in before[1]]  # no new registry version
+    assert after[2:] == before[2:]  # aliases; no ModelService reload
+    assert "Promoted" not in proc.stdout and "REJECTED" not in proc.stderr
+    return proc
+
+
+def test_rerun_on_unchanged_data_and_code_pushes_and_registers_nothing(taxi_run, model_server):
+    """Issue #16.5. After the rollback, the champion is the first run's model: rerunning the first run's command
+    is a no-op that says so. Rerunning the rolled-back run's command (seed 7) does not put it back."""
+    root, _ = taxi_run
+    proc = _rerun_changes_nothing(root, model_server, "--epochs", "6")
+    assert (
+        "Nothing to promote. The candidate is identical to the champion (serving version 1, registry version 1; "
+        "model fingerprint sha256-tree-v1:"
+    ) in proc.stdout, proc.stdout[-3000:]
+    assert "nothing was pushed or registered. models.config and TF Serving were left as they were." in proc.stdout
+    proc = _rerun_changes_nothing(root, model_server, "--epochs", "6", "--seed", "7")
+    assert (
+        "Nothing to promote. The candidate is identical to serving version 2 (registry version 3), which was "
+        "rolled back: it is not promoted again by a rerun"
+    ) in proc.stdout, proc.stdout[-3000:]
+    assert "torchtfx promote --version 3 --reason" in proc.stdout
+
+
 def test_tf_serving_accepted_every_config_and_labels_moved_only_onto_available_versions(taxi_run, model_server):
     """Across the runs above (promote 1, reject, promote 2, roll back): what a live TF Serving received."""
     refused = [(config, outcome) for config, outcome in model_server.history if outcome != "OK"]

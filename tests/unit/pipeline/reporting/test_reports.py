@@ -102,3 +102,42 @@ def test_the_regression_html_report_colours_a_higher_error_red(tmp_path):
 def test_a_first_run_without_champion_shows_plain_values(tmp_path):
     text, _ = _report(tmp_path, "binary", evaluations.binary(tmp_path, champion=False))
     assert "<td>0.7000</td>" in text and "All gates passed." in text
+
+
+UNCHANGED = (
+    "The candidate is identical to the champion (serving version 3, registry version 4; model fingerprint "
+    "sha256-tree-v1:0123456789ab): nothing was pushed or registered. models.config and TF Serving were left as "
+    "they were."
+)
+
+
+def _unchanged_summary(evaluation_uri: str, blessed: int) -> RunSummary:
+    """What the Promoter records for a rerun of the champion (components/promoter/executor.py)."""
+    summary = _summary(evaluation_uri, "binary")
+    pushed, blessing = metadata_store_pb2.Artifact(), metadata_store_pb2.Artifact()
+    pushed.custom_properties[contracts.PUSHED_PROPERTY].int_value = 0
+    pushed.custom_properties[contracts.UNCHANGED_PROPERTY].string_value = UNCHANGED
+    pushed.custom_properties[contracts.IDENTICAL_TO_PROPERTY].int_value = 3
+    blessing.custom_properties[contracts.BLESSED_PROPERTY].int_value = blessed
+    summary.artifacts[contracts.PROMOTER_ID] = {"pushed_model": [pushed]}
+    summary.artifacts[contracts.EVALUATOR_ID]["blessing"] = [blessing]
+    return summary
+
+
+def test_a_rerun_of_the_champion_reports_that_nothing_was_pushed_and_succeeds(tmp_path, capsys):
+    settings = types.SimpleNamespace(root=tmp_path / "root", mlflow_default_uri="file:///unused")
+    summary = _unchanged_summary(evaluations.binary(tmp_path, champion=False), blessed=1)
+    assert print_run_report(summary, 1.0, settings) is True  # exit code 0
+    out, err = capsys.readouterr()
+    assert f"Nothing to promote. {UNCHANGED}\n" in out
+    assert "Promoted" not in out and "REJECTED" not in err and "All gates passed" not in err
+    report = (tmp_path / "root" / "reports" / "run-1" / "report.html").read_text()
+    assert "<b>Nothing to promote</b>: The candidate is identical to the champion (serving version 3" in report
+
+
+def test_a_rerun_of_a_champion_that_fails_today_s_gates_says_both(tmp_path, capsys):
+    settings = types.SimpleNamespace(root=tmp_path / "root", mlflow_default_uri="file:///unused")
+    summary = _unchanged_summary(evaluations.binary(tmp_path), blessed=0)
+    assert print_run_report(summary, 1.0, settings) is False  # the gate failed: exit code 3
+    out, err = capsys.readouterr()
+    assert f"Nothing to promote. {UNCHANGED}\n" in out and "Candidate REJECTED: 1 gate(s) failed" in err
