@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import logging
 import math
+import tempfile
 from pathlib import Path
 
+import apache_beam as beam
 import tensorflow_data_validation as tfdv
 from google.protobuf import text_format
+from tensorflow_data_validation.coders import csv_decoder
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from torchtfx.data.sources import csv_files
+from torchtfx.data.sources import DataSourceError, csv_files, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -53,11 +56,32 @@ def _set_presence_and_shape(schema: schema_pb2.Schema) -> None:
             feature.ClearField("presence")
 
 
+def _statistics(files: list[Path]) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """TFDV's ``generate_statistics_from_csv``, with the header read by data/sources.py: TFDV's own reader keeps
+    a byte-order mark in the first column's name, and the draft would then name that column '\\ufeff...'."""
+    header = read_header(files[0])
+    for path in files[1:]:
+        if read_header(path) != header:
+            raise DataSourceError(f"{path} and {files[0]} have different headers; the draft needs them identical")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "stats.pb"
+        with beam.Pipeline() as pipeline:
+            _ = (
+                pipeline
+                | "Read" >> beam.Create([str(p) for p in files])
+                | "Lines" >> beam.io.ReadAllFromText(skip_header_lines=1)
+                | "Decode" >> csv_decoder.DecodeCSV(column_names=header)
+                | "Statistics" >> tfdv.GenerateStatistics(tfdv.StatsOptions())
+                | "Write" >> tfdv.WriteStatisticsToBinaryFile(str(out))
+            )
+        return statistics_pb2.DatasetFeatureStatisticsList.FromString(out.read_bytes())
+
+
 def draft_schema(data_dir: Path) -> schema_pb2.Schema:
     """Infer a schema (types, presence, string domains, value ranges) from the CSVs in ``data_dir``."""
     files = csv_files(data_dir)
     logger.info("Computing statistics over %s CSV file(s) in %s", len(files), data_dir)
-    stats = tfdv.generate_statistics_from_csv(data_location=str(Path(data_dir) / "*.csv"))
+    stats = _statistics(files)
     schema = tfdv.infer_schema(stats, infer_feature_shape=False)
     _add_value_ranges(schema, _numeric_ranges(stats))
     _set_presence_and_shape(schema)

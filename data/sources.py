@@ -1,14 +1,26 @@
-"""Where a dataset's CSV files come from: a user's directory, or a file shipped inside a package."""
+"""Where a dataset's CSV files come from (a user's directory, or a file shipped inside a package), and the one
+CSV reader that the checks before any Beam work and ExampleGen's decoding share, so both see the same records.
+
+The reader takes what spreadsheet programs write: a UTF-8 byte-order mark (Excel's "CSV UTF-8" starts every
+file with one, and TFX's reader kept it in the first column's name, so a run stopped with ``New column
+'\\ufeffpickup_community_area'`` and ``Column dropped: pickup_community_area``), CRLF or CR line ends, and quoted
+values that span lines.
+"""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
-from collections.abc import Callable
+import io
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 from torchtfx.data.config.dataset import DatasetConfig
+
+# "utf-8-sig" drops a leading byte-order mark and reads a file without one unchanged.
+ENCODING = "utf-8-sig"
+OpenBinary = Callable[[str], IO[bytes]]
 
 
 class DataSourceError(ValueError):
@@ -27,7 +39,7 @@ def packaged_csv(package: str, relative_path: str) -> Path:
 
 
 def csv_files(data_dir: Path) -> list[Path]:
-    """The CSV files of an input directory, with clear errors for the usual mistakes."""
+    """The CSV files of an input directory, with clear errors for the usual mistakes (header included)."""
     data_dir = Path(data_dir)
     if not data_dir.exists():
         raise DataSourceError(f"input directory {data_dir} does not exist")
@@ -38,48 +50,105 @@ def csv_files(data_dir: Path) -> list[Path]:
     if not files:
         raise DataSourceError(f"input directory {data_dir} holds no *.csv files")
     for path in files:
-        try:
-            with path.open(newline="") as handle:
-                header = next(csv.reader(handle), None)
-        except OSError as err:
-            raise DataSourceError(f"cannot read {path}: {err.strerror}") from err
-        if not header:
-            raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
+        read_header(path)
     return files
 
 
-def check_csv_structure(path: Path | str, open_text: Callable[[str], IO[str]] | None = None) -> int:
-    """Every record of ``path`` parses and has as many fields as the header; returns the number of rows.
+class _RawReader(io.RawIOBase):
+    """A binary file object that has ``read(n)`` but no ``readable()`` (tf.io.gfile's GFile), as a raw stream
+    that ``io.TextIOWrapper`` can decode."""
 
-    Beam's CSV decoder would fail on these deep inside ExampleGen with a stack trace; here the message names
-    the file, the line and what is wrong. ``open_text`` opens remote files (e.g. ``tf.io.gfile.GFile``).
-    """
-    opener = open_text or (lambda p: open(p, newline=""))
-    reader, done = None, 0  # done: the last line of the last complete record; the next record starts after it
+    def __init__(self, handle: IO[bytes]):
+        self._handle = handle
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._handle.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
+
+
+def _text(handle: IO[bytes]) -> IO[str]:
+    binary = handle if hasattr(handle, "readable") else io.BufferedReader(_RawReader(handle))
+    # newline="": the csv module sees CRLF, CR and quoted line breaks itself, as it needs to.
+    return io.TextIOWrapper(binary, encoding=ENCODING, newline="")
+
+
+def check_header(path: Path | str, header: list[str]) -> None:
+    """Every column has a name of its own; the message says which column and what to change."""
+    seen: dict[str, int] = {}
+    for position, name in enumerate(header, start=1):
+        if not name.strip():
+            raise DataSourceError(
+                f"{path}: column {position} of the header has no name ({name!r}); name it, or remove the column "
+                "(a trailing comma on the header line, or a DataFrame index written by to_csv(index=True)?)"
+            )
+        if name in seen:
+            raise DataSourceError(
+                f"{path}: the header names column {name!r} twice (columns {seen[name]} and {position}), so its "
+                "values cannot be told apart; rename or remove one of them in the header"
+            )
+        seen[name] = position
+
+
+def csv_rows(path: Path | str, open_binary: OpenBinary | None = None) -> Iterator[tuple[int, list[str]]]:
+    """The header (line 1), then each non-blank record with the line it starts on, all checked: a
+    :class:`DataSourceError` names the file, the line and the problem. ``open_binary`` opens remote files
+    (e.g. ``tf.io.gfile.GFile(path, "rb")``)."""
+    opener = open_binary or (lambda p: open(p, "rb"))
+    line = 1  # where the next record starts
     try:
-        with opener(str(path)) as handle:
+        with _text(opener(str(path))) as handle:
             reader = csv.reader(handle, strict=True)
             header = next(reader, None)
-            done = reader.line_num
             if not header:
                 raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
-            rows = 0
+            check_header(path, header)
+            yield 1, header
+            line = reader.line_num + 1
             for record in reader:
                 if record and len(record) != len(header):
                     raise DataSourceError(
-                        f"{path}, line {done + 1}: {len(record)} fields where the header has {len(header)}; "
+                        f"{path}, line {line}: {len(record)} fields where the header has {len(header)}; "
                         "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
                     )
-                rows += bool(record)
-                done = reader.line_num
+                if record:
+                    yield line, record
+                line = reader.line_num + 1
     except csv.Error as err:
         raise DataSourceError(
-            f"{path}, line {done + 1}: malformed CSV ({err}); does a quote opened on this line never close?"
+            f"{path}, line {line}: malformed CSV ({err}); does a quote opened on this line never close?"
         ) from None
     except UnicodeDecodeError as err:
-        raise DataSourceError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+        raise DataSourceError(
+            f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8 (in Excel: CSV UTF-8)"
+        ) from None
     except OSError as err:
-        raise DataSourceError(f"cannot read {path}: {err.strerror}") from None
+        raise DataSourceError(f"cannot read {path}: {err.strerror or err}") from None
+
+
+def read_header(path: Path | str, open_binary: OpenBinary | None = None) -> list[str]:
+    """The column names of a CSV file, checked (no byte-order mark, none empty or repeated)."""
+    rows = csv_rows(path, open_binary)
+    try:
+        return next(rows)[1]
+    finally:
+        rows.close()
+
+
+def check_csv_structure(path: Path | str, open_binary: OpenBinary | None = None) -> int:
+    """Every record of ``path`` parses and has as many fields as the header; returns the number of rows.
+
+    Beam's CSV decoder would fail on these deep inside ExampleGen with a stack trace; here the message names
+    the file, the line and what is wrong.
+    """
+    rows = sum(1 for _ in csv_rows(path, open_binary)) - 1
     if rows == 0:
         raise DataSourceError(f"{path} has a header but no rows")
     return rows

@@ -26,8 +26,11 @@ PREPROCESSING_FN = "torchtfx.pipeline.preprocessing.preprocessing_fn"
 def _example_gen(data_root: str, dataset: DatasetConfig):
     splits = [example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=n) for name, n in dataset.split.items()]
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
-    # TFX's CsvExampleGen, whose executor first checks every CSV line (a clear error, not a Beam trace).
-    return checked_csv_example_gen(input_base=data_root, output_config=output_config)
+    # TFX's CsvExampleGen, whose executor first checks every CSV line against the curated schema (a clear error,
+    # not a Beam trace) and decodes each column with the schema's type (the one ImportSchemaGen imports).
+    return checked_csv_example_gen(
+        input_base=data_root, output_config=output_config, schema_file=str(dataset.schema_path)
+    )
 
 
 def create_pipeline(

@@ -1,0 +1,131 @@
+"""CSV cells to tf.Example features, typed by the curated schema (the schema is the contract; inference is not).
+
+TFX's CsvExampleGen infers each column's type from the values a run happens to read: a FLOAT column whose
+values are all whole numbers (every ``tips`` 0, a batch of whole-dollar fares) became INT, and the DataGate
+stopped the run on a type anomaly. Here the schema decides: a FLOAT column reads ``0`` as 0.0, and an INT column
+reads ``3.0`` as 3 (what pandas writes for an integer column with missing values). Columns the schema does not
+know are kept as text, so the DataGate still reports them as new columns. The output is what TFX writes: one
+feature per CSV column, an empty cell an empty value list of the column's type.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+
+from google.protobuf import text_format
+from tensorflow.core.example import example_pb2
+from tensorflow_metadata.proto.v0 import schema_pb2
+
+from torchtfx.data.sources import DataSourceError
+
+TYPE_NAMES = {schema_pb2.INT: "INT", schema_pb2.FLOAT: "FLOAT", schema_pb2.BYTES: "BYTES"}
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def load_schema_types(schema_file: str) -> dict[str, int]:
+    """Column name -> schema_pb2 type (INT, FLOAT or BYTES) of the curated schema."""
+    schema = schema_pb2.Schema()
+    try:
+        text_format.Parse(Path(schema_file).read_text(), schema)
+    except OSError as err:
+        raise DataSourceError(f"cannot read the curated schema {schema_file}: {err.strerror or err}") from None
+    except text_format.ParseError as err:
+        raise DataSourceError(f"the curated schema {schema_file} is not a Schema in text format: {err}") from None
+    unusable = [f.name for f in schema.feature if f.type not in TYPE_NAMES]
+    if unusable:
+        raise DataSourceError(
+            f"{schema_file}: columns {unusable} have no INT, FLOAT or BYTES type; a CSV column needs one of them"
+        )
+    return {f.name: f.type for f in schema.feature}
+
+
+def parse_int(text: str) -> int | None:
+    """The integer ``text`` spells (``3``, or ``3.0`` / ``3e0``, which are whole numbers), else None."""
+    try:
+        value = int(text)
+    except ValueError:
+        try:  # Decimal, not float: an 18-digit ``...0.0`` must not round
+            number = Decimal(text)
+        except InvalidOperation:
+            return None
+        if not number.is_finite() or number != number.to_integral_value():
+            return None
+        value = int(number)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def parse_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+_PARSERS: dict[int, Callable[[str], object]] = {
+    schema_pb2.INT: parse_int,
+    schema_pb2.FLOAT: parse_float,
+    schema_pb2.BYTES: str.encode,  # UTF-8, as TFX writes text
+}
+_LISTS = {schema_pb2.INT: "int64_list", schema_pb2.FLOAT: "float_list", schema_pb2.BYTES: "bytes_list"}
+
+
+def _normalized(name: str) -> str:
+    """A column name without what a reader cannot see or tell apart: invisible characters (zero-width space,
+    byte-order mark), surrounding blanks, Unicode look-alikes and case."""
+    visible = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Cf"))
+    return unicodedata.normalize("NFKC", visible).strip().casefold()
+
+
+def _misspelled(path: str, header: list[str], schema_types: dict[str, int], schema_file: str) -> None:
+    """A header name that differs from a schema column only invisibly is that column, misspelled: say so now,
+    instead of the DataGate's "new column" plus "column dropped" pair with an invisible difference."""
+    wanted = {_normalized(name): name for name in schema_types if name not in header}
+    for position, name in enumerate(header, start=1):
+        meant = wanted.get(_normalized(name)) if name not in schema_types else None
+        if meant is not None:
+            raise DataSourceError(
+                f"{path}: column {position} of the header is {name!r}, which the schema ({schema_file}) does not "
+                f"know; it has {meant!r}. Rename the column to {meant!r} in the header"
+            )
+
+
+class ColumnPlan:
+    """How one file's columns become features: the schema's type, or text for a column it does not know."""
+
+    def __init__(self, header: list[str], schema_types: dict[str, int]):
+        self.header = tuple(header)
+        self.kinds = tuple(schema_types.get(name, schema_pb2.BYTES) for name in header)
+        # In the file, not in the schema: kept as text, and the DataGate reports a new column.
+        self.unknown = tuple(name for name in header if name not in schema_types)
+        # In the schema, not in the file: absent, and the DataGate reports a dropped column.
+        self.missing = tuple(name for name in schema_types if name not in header)
+        columns = zip(self.header, self.kinds, strict=True)
+        self._columns = tuple((name, kind, _LISTS[kind], _PARSERS[kind]) for name, kind in columns)
+        self._numeric = tuple((i, _PARSERS[k]) for i, k in enumerate(self.kinds) if k != schema_pb2.BYTES)
+
+    @classmethod
+    def for_file(cls, path: str, header: list[str], schema_types: dict[str, int], schema_file: str) -> ColumnPlan:
+        _misspelled(path, header, schema_types, schema_file)
+        return cls(header, schema_types)
+
+    def bad_cells(self, record: list[str]) -> list[int]:
+        """Positions of the non-empty cells that cannot be read as their column's type."""
+        return [i for i, parse in self._numeric if record[i] and parse(record[i]) is None]
+
+    def to_example(self, record: list[str]) -> example_pb2.Example:
+        """One checked record (see :meth:`bad_cells`) as a tf.Example; an empty cell is an empty value list."""
+        example = example_pb2.Example()
+        features = example.features.feature
+        for (name, kind, list_name, parse), text in zip(self._columns, record, strict=True):
+            values = getattr(features[name], list_name)
+            if text:
+                value = parse(text)
+                if value is None:
+                    raise ValueError(f"column {name!r}: {text!r} is not {TYPE_NAMES[kind]}")
+                values.value.append(value)
+            else:
+                values.SetInParent()  # typed and empty, as TFX writes a missing value
+        return example

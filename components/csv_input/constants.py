@@ -1,0 +1,8 @@
+"""CsvExampleGen's own keys and settings (the component id is components/shared/contracts.py:EXAMPLE_GEN_ID)."""
+
+# In the component's custom_config (a google.protobuf.Struct): the curated schema whose types decode the CSV.
+SCHEMA_FILE_KEY = "schema_file"
+# The files of the input directory that ExampleGen reads: the same ones data/sources.py:csv_files checks.
+INPUT_PATTERN = "*.csv"
+# Bad values listed in one error message; the rest are counted.
+MAX_LISTED_PROBLEMS = 10
