@@ -193,7 +193,10 @@ def rollback(target: ServingTarget) -> str:
 
         desired = serving_transition.target_state(target.serving_dir, _serving(previous), None)
         outcome = _guarded_switch(target, desired, move_aliases, "roll back")
-    return f"rolled back: champion is registry version {previous.version} again (was {champion.version}); {outcome}"
+    return (
+        f"rolled back: champion is registry version {previous.version} again (was {champion.version}; a rerun that "
+        f"trains the same model does not promote it again, `--version {champion.version}` does); {outcome}"
+    )
 
 
 def set_champion(target: ServingTarget, registry_version: int, reason: str) -> str:

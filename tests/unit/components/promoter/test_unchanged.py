@@ -132,7 +132,8 @@ def test_a_rolled_back_model_is_not_put_back_by_a_rerun_but_can_be_on_purpose(wo
     target, candidate = world
     promotion.promote(candidate(models["a"]), target)
     promotion.promote(candidate(models["b"]), target)
-    promotion.rollback(target)
+    message = promotion.rollback(target)
+    assert "a rerun that trains the same model does not promote it again, `--version 2` does" in message
     before = _snapshot(target, server)
     outcome = promotion.promote(candidate(models["b"]), target)
     assert isinstance(outcome, promotion.Unchanged) and (outcome.serving_version, outcome.registry_version) == (2, "2")
