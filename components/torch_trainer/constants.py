@@ -18,3 +18,8 @@ PYTORCHJOB_KEY = "pytorchjob"
 DEFAULT_PARITY_TOLERANCE = 1e-5
 # The DDP worker's module, started by torchrun locally and inside each PyTorchJob replica.
 WORKER_MODULE = "torchtfx.components.torch_trainer.worker.train"
+# Files of a run directory written by the workers and read by the executor (besides those in contracts):
+# rank 0's summary of its last checkpoint (kept with the log after a failure), and the marker of a failure that
+# restarting the workers would repeat (worker/fatal.py).
+CHECKPOINT_META_FILE = "checkpoint.json"
+FATAL_FILE = "fatal_error.txt"

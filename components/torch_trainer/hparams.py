@@ -37,7 +37,10 @@ class TrainerHParams(StrictConfig):
     seed: int = 42
     num_workers: PositiveInt = 2
     threads_per_worker: PositiveInt = 1
-    max_restarts: pydantic.NonNegativeInt = 0
+    # torchrun restarts all workers after a worker dies (the OOM killer, a preempted node, kill -9), up to this
+    # many times; they resume from rank 0's last checkpoint. A failure a worker raises itself is not retried
+    # (worker/fatal.py). --max-restarts.
+    max_restarts: pydantic.NonNegativeInt = 3
     use_gpu: bool = True
     # 1: plain DDP, gradients all-reduced every step. N > 1: local SGD, each rank steps on its own gradients
     # and the ranks average their parameters every N steps and at every epoch end. For CPU/gloo, where one

@@ -1,18 +1,28 @@
-"""Start the DDP workers with torch's elastic launcher (torchrun semantics) and stream their logs."""
+"""Start the DDP workers with torch's elastic launcher (torchrun semantics) and stream their logs.
+
+Every process dies with the one that started it (``lifeline``): the agent with the executor, each worker with
+the agent. The agent runs in a process group of its own, which the executor ends whenever it stops waiting
+for it (an exception, Ctrl-C), so no worker outlives the run that started it.
+"""
 
 from __future__ import annotations
 
 import collections
 import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from torchtfx.components.torch_trainer.constants import WORKER_MODULE
+from torchtfx.components.torch_trainer.cluster import lifeline
+from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 
 logger = logging.getLogger(__name__)
+
+# SIGTERM lets torchrun stop its workers; past this many seconds the agent's group is killed.
+STOP_GRACE_SECONDS = 15
 
 
 class TrainingFailedError(RuntimeError):
@@ -21,13 +31,17 @@ class TrainingFailedError(RuntimeError):
 
 def torchrun_command(job_path: Path, job: TrainJob) -> list[str]:
     hp = job.hparams
-    return [
+    # A restarted worker first checks the marker of a failure that restarting cannot cure (worker/fatal.py).
+    worker = lifeline.wrap([sys.executable, "-u", "-m", WORKER_MODULE, "--job", str(job_path)],
+                           unless_exists=Path(job.run_dir) / FATAL_FILE)  # fmt: skip
+    return lifeline.wrap([
         sys.executable, "-m", "torch.distributed.run",
         "--standalone", "--nnodes=1",
         f"--nproc-per-node={hp.num_workers}",
         f"--max-restarts={hp.max_restarts}",
-        "-m", WORKER_MODULE, "--job", str(job_path),
-    ]  # fmt: skip
+        # torchrun starts "python -u -m <module> <args>": here the lifeline, which execs the worker.
+        "-m", *worker[2:],
+    ])  # fmt: skip
 
 
 def worker_env(threads_per_worker: int) -> dict[str, str]:
@@ -36,33 +50,48 @@ def worker_env(threads_per_worker: int) -> dict[str, str]:
     # warn and set 1, and TF's env noise is irrelevant to the workers.
     env["OMP_NUM_THREADS"] = str(threads_per_worker)
     env["PYTHONUNBUFFERED"] = "1"
+    env[lifeline.PARENT_PID_ENV] = str(os.getpid())  # the agent's lifeline checks it is still our child
     return env
 
 
-def launch(job: TrainJob, job_path: Path, log_path: Path) -> None:
-    """Run the job; worker output goes to the logger and to ``log_path``. Raises on failure."""
+def stop_agent(proc: subprocess.Popen) -> None:
+    """End the agent's process group: SIGTERM (torchrun stops its workers), then SIGKILL after the grace
+    period. The workers die with the agent in any case (lifeline)."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, STOP_GRACE_SECONDS), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def launch(job: TrainJob, job_path: Path, log_path: Path, shown_log: str | None = None) -> None:
+    """Run the job; worker output goes to the logger and to ``log_path``. Raises on failure, naming
+    ``shown_log`` (default ``log_path``) as the full log: where the log is kept after a failed run."""
     job.save(job_path)
     command = torchrun_command(job_path, job)
     logger.info("Starting %s DDP workers: %s", job.hparams.num_workers, " ".join(command))
     tail: collections.deque[str] = collections.deque(maxlen=40)
-    with (
-        log_path.open("w") as log,
-        subprocess.Popen(
-            command,
-            env=worker_env(job.hparams.threads_per_worker),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        ) as proc,
-    ):
-        for line in proc.stdout:
-            log.write(line)
-            log.flush()  # so `tail -f train.log` shows progress as it happens
-            tail.append(line.rstrip())
-            logger.info("%s", line.rstrip())
-        code = proc.wait()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(command, env=worker_env(job.hparams.threads_per_worker), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)  # fmt: skip
+        try:
+            for line in proc.stdout:
+                log.write(line)
+                log.flush()  # so `tail -f train.log` shows progress as it happens
+                tail.append(line.rstrip())
+                logger.info("%s", line.rstrip())
+            code = proc.wait()
+        finally:
+            stop_agent(proc)
+            proc.stdout.close()
     if code != 0:
         raise TrainingFailedError(
-            f"DDP training failed (torchrun exit code {code}); full log: {log_path}\n" + "\n".join(tail)
+            f"DDP training failed (torchrun exit code {code}); full log: {shown_log or log_path}\n" + "\n".join(tail)
         )

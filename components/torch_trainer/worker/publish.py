@@ -28,6 +28,9 @@ def start_tracking(job: TrainJob) -> MlflowRun:
     if id_file.exists():
         return MlflowRun(job.mlflow_tracking_uri, id_file.read_text().strip())
     run = MlflowRun.start(job.mlflow_tracking_uri, job.mlflow_experiment, job.mlflow_run_name, job.mlflow_tags)
+    # The id first: a worker killed from here on is restarted into this run, never into a second one.
+    id_file.parent.mkdir(parents=True, exist_ok=True)
+    id_file.write_text(run.run_id)
     params = {k: v for k, v in json.loads(job.hparams.to_json()).items() if k != "model"}
     model = job.hparams.model
     params.update(
@@ -40,9 +43,20 @@ def start_tracking(job: TrainJob) -> MlflowRun:
         cardinalities=",".join(map(str, job.layout.cardinalities)),
     )
     run.log_params(params)
-    id_file.parent.mkdir(parents=True, exist_ok=True)
-    id_file.write_text(run.run_id)
     return run
+
+
+def log_epoch(tracker: MlflowRun, record: dict[str, float]) -> None:
+    """One epoch's history record as MLflow metrics at step = the epoch (1-based)."""
+    tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=int(record["epoch"]))
+
+
+def log_missing_epochs(tracker: MlflowRun, history: list[dict[str, float]]) -> None:
+    """After a restart: log the checkpointed epochs that the killed worker had not logged yet."""
+    logged = {m.step for m in tracker.client.get_metric_history(tracker.run_id, "eval_loss")}
+    for record in history:
+        if int(record["epoch"]) not in logged:
+            log_epoch(tracker, record)
 
 
 def publish(

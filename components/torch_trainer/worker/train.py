@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import dataclasses
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -31,7 +29,10 @@ from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import loss_for, task_loss
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.components.torch_trainer.worker import publish
+from torchtfx.components.torch_trainer.worker.checkpoint import load_checkpoint, save_checkpoint
 from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, NonFiniteGuard, anomaly_detection
+from torchtfx.components.torch_trainer.worker.distributed import DistContext, setup
+from torchtfx.components.torch_trainer.worker.fatal import is_peer_failure, record_fatal
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
 from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
@@ -39,51 +40,6 @@ from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, Traini
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
 logger = logging.getLogger("torchtfx.train")
-
-
-@dataclasses.dataclass(frozen=True)
-class DistContext:
-    rank: int
-    local_rank: int
-    world_size: int
-    device: torch.device
-
-    @property
-    def is_main(self) -> bool:
-        return self.rank == 0
-
-
-def _attempt_store() -> tuple[dist.Store, int, int]:
-    """torchrun's store, with keys private to this restart attempt.
-
-    The elastic agent's store outlives a restart; without a per-attempt prefix, restarted workers can read
-    the dead workers' gloo addresses left in it and fail (or hang) connecting to them.
-    """
-    store, rank, world_size = next(dist.rendezvous("env://"))
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    return dist.PrefixStore(f"torchtfx/attempt_{attempt}", store), rank, world_size
-
-
-def setup(use_gpu: bool, threads: int) -> DistContext:
-    """Join the process group torchrun prepared: nccl on CUDA, gloo on CPU."""
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.set_num_threads(threads)
-    store, rank, world_size = _attempt_store()
-    if use_gpu and torch.cuda.is_available():
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-        dist.init_process_group("nccl", store=store, rank=rank, world_size=world_size, device_id=device)
-    else:
-        device = torch.device("cpu")
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
-    return DistContext(dist.get_rank(), local_rank, dist.get_world_size(), device)
-
-
-def save_atomic(obj: object, path: Path) -> None:
-    """Write to a temp file then rename: a crash never leaves a torn checkpoint behind."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 def load_train_objs(
@@ -162,13 +118,13 @@ class Trainer:
             # state of all: restoring it makes a resumed run continue exactly where the killed one left off.
             "cpu_rng": torch.get_rng_state(),
         }
-        save_atomic(state, self.checkpoint_path)
+        save_checkpoint(state, self.checkpoint_path)
 
     def resume(self) -> None:
         """Continue from the last completed epoch when a checkpoint exists (elastic restarts)."""
-        if not self.checkpoint_path.exists():
+        state = load_checkpoint(self.checkpoint_path, self.ctx.device)
+        if state is None:
             return
-        state = torch.load(self.checkpoint_path, map_location=self.ctx.device, weights_only=True)
         self.model.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
@@ -179,6 +135,8 @@ class Trainer:
         self.start_epoch = state["epoch"] + 1
         if self.ctx.is_main:
             logger.info("Resumed from %s at epoch %s", self.checkpoint_path, self.start_epoch + 1)
+            if self.tracker is not None:  # epochs checkpointed but not yet logged when the worker died
+                publish.log_missing_epochs(self.tracker, self.history)
 
     # -- one epoch ---------------------------------------------------------------------------
     def _train_epoch(self, epoch: int) -> float:
@@ -234,7 +192,9 @@ class Trainer:
     def _train_epochs(self) -> TrainingRun:
         seen, started = 0, time.perf_counter()
         epoch = self.start_epoch - 1
-        for epoch in range(self.start_epoch, self.hp.epochs):
+        # Resumed after early stopping had already ended training (a worker died while exporting): no more epochs.
+        stopped = self.bad_epochs >= self.hp.early_stopping_patience
+        for epoch in range(self.start_epoch, self.start_epoch if stopped else self.hp.epochs):
             tick = time.perf_counter()
             train_loss = self._train_epoch(epoch)
             evaluation = self.evaluate()
@@ -250,8 +210,10 @@ class Trainer:
             else:
                 self.bad_epochs += 1
             if self.ctx.is_main:
-                self._report_epoch(record)
+                # Checkpoint before reporting: a worker killed in between resumes after this epoch, and resume()
+                # logs it to MLflow then, so every epoch is logged once, at its own step.
                 self._checkpoint(epoch)
+                self._report_epoch(record)
             if self.bad_epochs >= self.hp.early_stopping_patience:
                 if self.ctx.is_main:
                     logger.info("Early stopping: eval loss has not improved for %s epochs", self.bad_epochs)
@@ -279,29 +241,38 @@ class Trainer:
             record["examples_per_second"],
         )  # fmt: skip
         if self.tracker is not None:
-            self.tracker.log_metrics({k: v for k, v in record.items() if k != "epoch"}, step=int(record["epoch"]))
+            publish.log_epoch(self.tracker, record)
 
 
 def run(job: TrainJob) -> None:
     ctx = setup(job.hparams.use_gpu, job.hparams.threads_per_worker)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
     try:
-        train_split, eval_split, model = load_train_objs(job, ctx)
-        model = model.to(ctx.device)  # before the optimizer takes its parameters
-        # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
-        tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
-        checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
-        optimizer = make_optimizer(model, job.hparams)
-        spec = job.layout.model_spec()
-        trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint, tracker, spec)
-        trainer.resume()
-        training = trainer.train()
-        trainer.restore_best()
-        final = trainer.evaluate()  # collective: every rank takes part
-        if ctx.is_main:
-            publish.publish(job, trainer.model.module, training, final, tracker)
+        _run(job, ctx)
+    except Exception as err:
+        if not is_peer_failure(err):  # a restart would fail the same way: stop the restarts
+            record_fatal(job.run_dir, ctx.rank, err)
+        raise
     finally:
         dist.destroy_process_group()
+
+
+def _run(job: TrainJob, ctx: DistContext) -> None:
+    """Load, train with early stopping, restore the best epoch, and (rank 0) publish."""
+    train_split, eval_split, model = load_train_objs(job, ctx)
+    model = model.to(ctx.device)  # before the optimizer takes its parameters
+    # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
+    tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
+    checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
+    optimizer = make_optimizer(model, job.hparams)
+    spec = job.layout.model_spec()
+    trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint, tracker, spec)
+    trainer.resume()
+    training = trainer.train()
+    trainer.restore_best()
+    final = trainer.evaluate()  # collective: every rank takes part
+    if ctx.is_main:
+        publish.publish(job, trainer.model.module, training, final, tracker)
 
 
 def main(argv: list[str] | None = None) -> None:

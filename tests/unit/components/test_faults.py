@@ -4,10 +4,13 @@ fills during the push, a DDP worker killed mid-epoch, a checkpoint write that di
 from __future__ import annotations
 
 import ast
+import contextlib
 import errno
 import multiprocessing
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+from mlflow.tracking import MlflowClient
 
 from tests import helpers
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
@@ -23,9 +27,9 @@ from torchtfx.components.shared import contracts, serving_config, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registry
 from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.constants import WORKER_MODULE
+from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
+from torchtfx.components.torch_trainer.worker.checkpoint import save_atomic
 from torchtfx.components.torch_trainer.worker.job import TrainResult
-from torchtfx.components.torch_trainer.worker.train import save_atomic
 from torchtfx.data.config.dataset import PROJECT_ROOT
 
 
@@ -138,10 +142,12 @@ def _kill_a_worker_at_epoch(log: Path, epoch: int, job_path: Path, killed: list[
 
 
 def test_fault_ddp_worker_sigkilled_mid_training_resumes_from_checkpoint(tmp_path, tiny_taxi):
-    """Real torchrun, 2 gloo workers; one is SIGKILLed after epoch 2. The elastic agent restarts both; they
-    resume from rank 0's last checkpoint and end where an uninterrupted run ends."""
-    # ~1-2 s per epoch (train rows tiled), so the kill lands mid-training, not after it.
-    hparams = {"epochs": 5, "max_restarts": 1, "early_stopping_patience": 10, "batch_size": 256, "repeat_train": 150}
+    """Real torchrun, 2 gloo workers, the default restart budget; one worker is SIGKILLed early in epoch 3. The
+    elastic agent restarts both; they resume from rank 0's last checkpoint, continue the same MLflow run at the
+    next step, and end where an uninterrupted run ends."""
+    # ~1-2 s per epoch (train rows tiled), so the kill lands mid-training, not after it. No max_restarts: the
+    # default must survive a worker's death.
+    hparams = {"epochs": 5, "early_stopping_patience": 10, "batch_size": 256, "repeat_train": 150}
     clean = helpers.tiny_train_job(tmp_path / "clean", tiny_taxi, **hparams)
     launch(clean, tmp_path / "clean" / "job.json", tmp_path / "clean" / "train.log")
     faulty = helpers.tiny_train_job(tmp_path / "faulty", tiny_taxi, **hparams)
@@ -158,8 +164,51 @@ def test_fault_ddp_worker_sigkilled_mid_training_resumes_from_checkpoint(tmp_pat
     assert resumed and all(int(epoch) in (2, 3) for epoch in resumed), resumed
     assert text.count("epoch 1/5") == 1
     expected = TrainResult.load(Path(clean.run_dir) / contracts.RESULT_FILE).eval_auc
-    got = TrainResult.load(Path(faulty.run_dir) / contracts.RESULT_FILE).eval_auc
-    assert abs(got - expected) <= 0.005, (got, expected)
+    result = TrainResult.load(Path(faulty.run_dir) / contracts.RESULT_FILE)
+    assert abs(result.eval_auc - expected) <= 0.005, (result.eval_auc, expected)
+    assert result.epochs_run == 5 and not (Path(faulty.run_dir) / FATAL_FILE).exists()
+    # One MLflow run, every epoch logged once at its own step (the restarted rank 0 reopened the run).
+    client = MlflowClient(faulty.mlflow_tracking_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name(faulty.mlflow_experiment).experiment_id])
+    assert run.info.run_id == result.mlflow_run_id
+    assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval_loss")) == [1, 2, 3, 4, 5]
+
+
+LAUNCHER = """
+import sys
+from pathlib import Path
+from torchtfx.components.torch_trainer.cluster.launch import launch
+from torchtfx.components.torch_trainer.worker.job import TrainJob
+launch(TrainJob.load(Path(sys.argv[1])), Path(sys.argv[1]), Path(sys.argv[2]))
+"""
+
+
+def test_fault_the_agent_and_workers_die_with_a_sigkilled_launcher(tmp_path, tiny_taxi):
+    """The process that runs launch() (the pipeline, in a real run) is SIGKILLed alone, as the OOM killer does,
+    while its workers train: the torchrun agent and both workers must die with it, not run on under init."""
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi, epochs=50, early_stopping_patience=50, repeat_train=150)
+    job_path, log = tmp_path / "job.json", tmp_path / "train.log"
+    job.save(job_path)
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, str(job_path), str(log)])
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.time() + 300
+        while not (log.exists() and "epoch 1/" in log.read_text()):
+            assert launcher.poll() is None and time.time() < deadline, log.read_text() if log.exists() else ""
+            time.sleep(0.1)
+        descendants = psutil.Process(launcher.pid).children(recursive=True)
+        workers = [p for p in descendants if WORKER_MODULE in " ".join(p.cmdline())
+                   and "torch.distributed.run" not in " ".join(p.cmdline())]  # fmt: skip
+        assert len(workers) == 2 and len(descendants) == 3, [p.cmdline() for p in descendants]
+        launcher.kill()
+        launcher.wait()
+        _, alive = psutil.wait_procs(descendants, timeout=20)
+        assert alive == [], [(p.pid, p.cmdline()) for p in alive]
+    finally:
+        launcher.kill()
+        for proc in descendants:  # only where the test failed
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
 
 
 def test_security_torch_load_is_weights_only_everywhere():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import torch
 from tests import helpers
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError, launch
+from torchtfx.components.torch_trainer.constants import FATAL_FILE
 from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
 from torchtfx.components.torch_trainer.worker.job import TrainResult
 
@@ -159,6 +161,9 @@ def test_a_diverging_model_stops_naming_epoch_step_and_rank(tmp_path, tiny_taxi,
         launch(job, tmp_path / "job.json", tmp_path / "train.log")
     log = (tmp_path / "train.log").read_text()
     assert "Training diverged at epoch 1, step 3 on rank" in log
+    # Trained once: a restart would diverge the same way, so the restarted workers stop at the marker.
+    assert len(re.findall(r"^\[rank\d\]: \S*TrainingDiverged: ", log, re.M)) <= 2  # one attempt, two ranks
+    assert f"Not started: {tmp_path / 'run' / FATAL_FILE} exists" in log
     if detect_anomaly:
         assert "SqrtBackward0" in log or "first submodule with a non-finite forward output" in log
     else:

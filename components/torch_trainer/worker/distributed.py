@@ -1,0 +1,47 @@
+"""Each worker's place in the process group torchrun prepared (rank, device), joined once per restart attempt."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import torch
+import torch.distributed as dist
+
+
+@dataclasses.dataclass(frozen=True)
+class DistContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _attempt_store() -> tuple[dist.Store, int, int]:
+    """torchrun's store, with keys private to this restart attempt.
+
+    The elastic agent's store outlives a restart; without a per-attempt prefix, restarted workers can read
+    the dead workers' gloo addresses left in it and fail (or hang) connecting to them.
+    """
+    store, rank, world_size = next(dist.rendezvous("env://"))
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    return dist.PrefixStore(f"torchtfx/attempt_{attempt}", store), rank, world_size
+
+
+def setup(use_gpu: bool, threads: int) -> DistContext:
+    """Join the process group torchrun prepared: nccl on CUDA, gloo on CPU."""
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.set_num_threads(threads)
+    store, rank, world_size = _attempt_store()
+    if use_gpu and torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", store=store, rank=rank, world_size=world_size, device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
+    return DistContext(dist.get_rank(), local_rank, dist.get_world_size(), device)

@@ -1,0 +1,48 @@
+"""Which worker failures a restart can cure, and the marker that stops restarts for the others.
+
+torchrun restarts every worker after any failure, up to ``max_restarts`` times. That cures a worker that was
+killed (the OOM killer, a preempted node, ``kill -9``): the new workers resume from rank 0's checkpoint. It
+cannot cure a failure the worker raised itself (bad data, a model that fails or diverges): each attempt would
+fail the same way after resuming. Such a worker writes the marker; the restarted workers' lifeline finds it and
+exits at once, so the error is reported after one attempt, not after ``max_restarts`` more.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+
+import torch.distributed as dist
+
+from torchtfx.components.torch_trainer.constants import FATAL_FILE
+
+# What a worker sees when a peer died under it: gloo and NCCL report the broken connection in these words
+# (measured with gloo: "[.../gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:14740: Connection reset by
+# peer", raised as a plain RuntimeError from the backward pass's all-reduce).
+_PEER_GONE = ("connection closed by peer", "connection reset by peer", "connection refused", "broken pipe",
+              "socket closed", "timed out", "gloo", "nccl")  # fmt: skip
+
+
+def is_peer_failure(err: BaseException) -> bool:
+    """True when ``err`` is another worker's death seen through a collective, not this worker's own fault."""
+    if isinstance(err, dist.DistError):
+        return True
+    text = str(err).lower()
+    return isinstance(err, RuntimeError) and any(words in text for words in _PEER_GONE)
+
+
+def fatal_marker(run_dir: str | Path) -> Path:
+    return Path(run_dir) / FATAL_FILE
+
+
+def record_fatal(run_dir: str | Path, rank: int, err: BaseException) -> None:
+    """Write the marker (first writer wins; atomic, so a reader never sees half of it)."""
+    marker = fatal_marker(run_dir)
+    if marker.exists():
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    text = f"rank {rank}: {type(err).__name__}: {err}\n" + "".join(traceback.format_exception(err)[-6:])
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, marker)
