@@ -73,14 +73,14 @@ class Candidate:
         return {"serving_model": self.saved_model_dir, **({"onnx": self.onnx_path} if self.onnx_path else {})}
 
 
-def _unchanged(found: Unchanged, repaired: str | None) -> Unchanged:
+def _unchanged(found: Unchanged, repaired: str | None, note: str = "") -> Unchanged:
     """``found``, its message saying what happened to the served state (a pending label move is finished)."""
-    if repaired:
-        found = dataclasses.replace(found, message=f"{found.message} Pending from before, done now: {repaired}.")
-    else:
-        found = dataclasses.replace(
-            found, message=f"{found.message} models.config and TF Serving were left as they were."
-        )
+    served = (
+        f"Pending from before, done now: {repaired}."
+        if repaired
+        else "models.config and TF Serving were left as they were."
+    )
+    found = dataclasses.replace(found, message=f"{found.message} {served}{note}")
     logger.warning("%s", found.message)
     return found
 
@@ -160,8 +160,7 @@ def reject(candidate: Candidate, target: ServingTarget, reasons: list[str]) -> s
         champion = unchanged.champion_match(candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir),
                                             target.registry, target.serving_dir)  # fmt: skip
         if champion is not None:
-            note = " The champion itself fails today's gates (below): were they tightened, or the data changed?"
-            return _unchanged(dataclasses.replace(champion, message=champion.message + note), None)
+            return _unchanged(champion, None, " The champion itself fails today's gates (below): were they tightened?")
         found = unchanged.challenger_match(candidate.fingerprint, target.registry)
         if found is not None:
             return _unchanged(found, None)
