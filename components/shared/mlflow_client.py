@@ -23,6 +23,10 @@ CONTINUE_IF_UNREACHABLE = "continue"  # train without tracking, loudly; nothing 
 UNREACHABLE_POLICIES = (FAIL_IF_UNREACHABLE, CONTINUE_IF_UNREACHABLE)
 
 
+class RegistryVersionNotFoundError(LookupError):
+    """A registry version the user named does not exist; the message lists those that do."""
+
+
 class TrackingUnavailableError(RuntimeError):
     """The MLflow tracking server does not answer."""
 
@@ -193,7 +197,8 @@ class Registry:
             return self.client.get_model_version(self.model_name, str(version))
         except MlflowException as err:
             known = sorted(int(v.version) for v in self.client.search_model_versions(f"name='{self.model_name}'"))
-            raise LookupError(f"{self.model_name} has no registry version {version}; it has {known}") from err
+            message = f"{self.model_name} has no registry version {version}; it has {known}"
+            raise RegistryVersionNotFoundError(message) from err
 
     def versions_tagged(self, key: str, value: str) -> list:
         """The versions whose tag ``key`` is ``value``, newest first (the registry searches; nothing is listed)."""

@@ -12,7 +12,7 @@ from typing import TypeVar
 import click
 
 from torchtfx.components.promoter.promotion import PromotionError
-from torchtfx.components.shared.mlflow_client import TrackingUnavailableError
+from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError
 from torchtfx.components.shared.serving_config import ServingConfigError
 from torchtfx.data.config.strict import ConfigError
 from torchtfx.data.sources import DataSourceError
@@ -23,6 +23,7 @@ USER_ERRORS = (
     ConfigError,
     DataSourceError,
     PromotionError,
+    RegistryVersionNotFoundError,
     ServingConfigError,
     TrackingUnavailableError,
 )

@@ -8,7 +8,7 @@ import click
 
 from torchtfx.components.shared import contracts
 from torchtfx.data.config.serving import PRECISIONS
-from torchtfx.pipeline.cli.errors import USER_ERRORS
+from torchtfx.pipeline.cli.errors import USER_ERRORS, reports_errors
 
 
 @click.command("compile")
@@ -39,6 +39,7 @@ from torchtfx.pipeline.cli.errors import USER_ERRORS
     type=click.Choice(PRECISIONS),
     help="fp16: serve a reduced-precision network if the drift gate passes it [default: pools.yaml's].",
 )
+@reports_errors()
 def compile_cmd(
     config_path: Path,
     output: Path | None,
@@ -118,6 +119,7 @@ class _RunDidNotSucceed(click.ClickException):
     show_default=True,
     help="With --wait: how often to ask the KFP API.",
 )
+@reports_errors()
 def submit_cmd(
     package, host, experiment, run_name, namespace, params, no_cache, wait, timeout_minutes, poll_seconds
 ) -> None:

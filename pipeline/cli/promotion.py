@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from torchtfx.pipeline.cli.errors import USER_ERRORS
+from torchtfx.pipeline.cli.errors import reports_errors
 
 _root_option = click.option(
     "--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True
@@ -48,28 +48,27 @@ def _target(settings):
 @click.option("--version", "registry_version", type=int, help="Make this registry version the champion.")
 @click.option("--reason", default="", help="Why (required with --version; recorded in the registry).")
 @click.option("--serving-address", metavar="HOST:PORT", help="TF Serving's gRPC address, to confirm loads.")
+@reports_errors()
 def promote(dataset, pipeline_root, serving_dir, rollback, finish, registry_version, reason, serving_address):
     """Roll back to the previous champion, promote a registered version by hand, or finish a label move."""
     from torchtfx.components.promoter import promotion
 
     if sum([rollback, finish, registry_version is not None]) != 1:
         raise click.UsageError("give exactly one of --rollback, --finish or --version N")
-    try:
-        target = _target(_settings(dataset, pipeline_root, serving_dir, serving_address))
-        if rollback:
-            message = promotion.rollback(target)
-        elif finish:
-            message = promotion.finish(target)
-        else:
-            message = promotion.set_champion(target, registry_version, reason)
-    except USER_ERRORS as err:
-        raise click.ClickException(str(err)) from err
+    target = _target(_settings(dataset, pipeline_root, serving_dir, serving_address))
+    if rollback:
+        message = promotion.rollback(target)
+    elif finish:
+        message = promotion.finish(target)
+    else:
+        message = promotion.set_champion(target, registry_version, reason)
     click.echo(message)
 
 
 @click.command()
 @_dataset_option
 @_root_option
+@reports_errors()
 def report(dataset, pipeline_root):
     """Write (or rewrite) the HTML report of the latest run and print its path."""
     from tfx.orchestration import metadata

@@ -121,3 +121,27 @@ def test_main_prints_the_traceback_of_an_unexpected_error_with_v(tmp_path, monke
     err = capsys.readouterr().err
     assert exits == [1]
     assert "Traceback (most recent call last)" in err and "RuntimeError: internal state lost" in err
+
+
+def test_every_command_reports_errors_the_same_way():
+    """promote, report, compile and submit: a known error is a message, anything else says it may be a bug."""
+    from torchtfx.pipeline.cli.kubeflow import compile_cmd, submit_cmd
+    from torchtfx.pipeline.cli.promotion import promote, report
+
+    for command in (promote, report, compile_cmd, submit_cmd, cli.commands["run"], cli.commands["draft-schema"]):
+        assert command.callback.__wrapped__, command.name  # wrapped by reports_errors
+
+
+def test_an_unknown_registry_version_is_named_with_those_that_exist(tmp_path, monkeypatch):
+    from torchtfx.components.promoter import promotion
+    from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError
+    from torchtfx.pipeline.cli import promotion as promotion_cli
+
+    def unknown(target, version, reason):
+        raise RegistryVersionNotFoundError(f"torchtfx-taxi has no registry version {version}; it has [1, 2]")
+
+    monkeypatch.setattr(promotion_cli, "_target", lambda settings: None)
+    monkeypatch.setattr(promotion, "set_champion", unknown)
+    result = _run("promote", "--version", "9", "--reason", "hotfix", "--pipeline-root", str(tmp_path))
+    assert result.exit_code == 1 and "Error: torchtfx-taxi has no registry version 9; it has [1, 2]" in result.output
+    assert "unexpected" not in result.output
