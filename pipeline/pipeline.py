@@ -116,6 +116,7 @@ def create_pipeline(
         parity_tolerance=parity_tolerance,
         pytorchjob_json=pytorchjob_json,
         mlflow_unreachable=mlflow_unreachable,
+        pipeline_root=pipeline_root,
     ).with_id(contracts.TRAINER_ID)
     evaluator = tfx.components.Evaluator(
         examples=example_gen.outputs["examples"],

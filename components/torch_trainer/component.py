@@ -15,6 +15,7 @@ from torchtfx.components.torch_trainer.constants import (
     DEFAULT_PARITY_TOLERANCE,
     EXAMPLES_KEY,
     HPARAMS_KEY,
+    LOG_ROOT_KEY,
     MLFLOW_EXPERIMENT_KEY,
     MODEL_KEY,
     MODEL_RUN_KEY,
@@ -23,6 +24,7 @@ from torchtfx.components.torch_trainer.constants import (
     TRANSFORM_GRAPH_KEY,
     TRANSFORMED_EXAMPLES_KEY,
 )
+from torchtfx.components.torch_trainer.run_logs import log_root_for
 
 
 class TorchTrainerSpec(types.ComponentSpec):
@@ -45,6 +47,7 @@ class TorchTrainerSpec(types.ComponentSpec):
         PARITY_TOLERANCE_KEY: ExecutionParameter(type=float),
         PYTORCHJOB_KEY: ExecutionParameter(type=str, optional=True),
         MLFLOW_POLICY_KEY: ExecutionParameter(type=str, optional=True),
+        LOG_ROOT_KEY: ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -64,7 +67,10 @@ class TorchTrainer(base_component.BaseComponent):
         parity_tolerance: float = DEFAULT_PARITY_TOLERANCE,
         pytorchjob_json: str = "",
         mlflow_unreachable: str = FAIL_IF_UNREACHABLE,
+        pipeline_root: str = "",
     ) -> None:
+        """``pipeline_root``: a failed run's training log is kept in ``<pipeline_root>/logs/<run id>/`` (TFX
+        deletes the failed execution's outputs); "" derives the root from the Model artifact's URI."""
         spec = TorchTrainerSpec(
             examples=examples,
             transformed_examples=transformed_examples,
@@ -79,6 +85,7 @@ class TorchTrainer(base_component.BaseComponent):
                 PARITY_TOLERANCE_KEY: parity_tolerance,
                 PYTORCHJOB_KEY: pytorchjob_json,
                 MLFLOW_POLICY_KEY: mlflow_unreachable,
+                LOG_ROOT_KEY: log_root_for(pipeline_root),
             },
         )
         super().__init__(spec=spec)

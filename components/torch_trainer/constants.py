@@ -13,6 +13,9 @@ MLFLOW_EXPERIMENT_KEY = "mlflow_experiment"
 PARITY_TOLERANCE_KEY = "parity_tolerance"
 # JSON PyTorchJobSettings when training spans several nodes (Kubeflow Training Operator); "" trains in-process.
 PYTORCHJOB_KEY = "pytorchjob"
+# <pipeline root>/logs: where a failed run leaves its training log (run_logs.py); "" derives it from the Model
+# artifact's URI (LocalDagRunner's layout).
+LOG_ROOT_KEY = "log_root"
 
 # Largest |SavedModel - PyTorch| probability difference on the eval split that the parity gate accepts.
 DEFAULT_PARITY_TOLERANCE = 1e-5

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import uuid
 from typing import Any
 
@@ -11,6 +12,7 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import path_utils
 
+from torchtfx.components.shared.artifact_uris import remote_uri
 from torchtfx.components.shared.contracts import (
     CONVERSION_PROPERTY,
     DATASET_CONFIG_KEY,
@@ -31,6 +33,7 @@ from torchtfx.components.torch_trainer import constants as keys
 from torchtfx.components.torch_trainer import flow
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.run_logs import default_log_root, run_log_dir
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -47,6 +50,16 @@ def _pytorchjob(text: str | None) -> PyTorchJobSettings | None:
     if not text:
         return None
     return PyTorchJobSettings.from_json(text, keys.PYTORCHJOB_KEY)
+
+
+def set_metric_properties(artifact: types.Artifact, prefix: str, metrics: dict[str, float]) -> None:
+    """Each finite metric as a float property. ML Metadata's sqlite store puts a double into its SQL text, so
+    NaN or inf fails the whole publish ("no such column: nan"); such a metric is left out, with a warning."""
+    for name, value in metrics.items():
+        if math.isfinite(value):
+            artifact.set_float_custom_property(prefix + name, value)
+        else:
+            logger.warning("Eval metric %s is %s; not recorded on the Model artifact", name, value)
 
 
 class Executor(base_executor.BaseExecutor):
@@ -87,14 +100,16 @@ class Executor(base_executor.BaseExecutor):
             parity_tolerance=float(exec_properties[keys.PARITY_TOLERANCE_KEY]),
             pytorchjob=_pytorchjob(exec_properties.get(keys.PYTORCHJOB_KEY)),
             unique_id=f"{run_id}-{execution_id}-{uuid.uuid4().hex}",
+            log_dir=run_log_dir(
+                exec_properties.get(keys.LOG_ROOT_KEY) or default_log_root(remote_uri(model.uri)), run_id, execution_id
+            ),
         )
         outcome = flow.run(request)
         # As text: ML Metadata's sqlite store keeps doubles to 6 decimal places, which would turn a
         # parity of 1.2e-07 into 0.0.
         model.set_string_custom_property(PARITY_PROPERTY, f"{outcome.parity.max_abs_diff:.6e}")
         model.set_string_custom_property(TASK_PROPERTY, dataset.task)
-        for name, value in outcome.result.eval_metrics.items():
-            model.set_float_custom_property(EVAL_METRIC_PROPERTY_PREFIX + name, value)
+        set_metric_properties(model, EVAL_METRIC_PROPERTY_PREFIX, outcome.result.eval_metrics)
         model.set_int_custom_property(NUM_WORKERS_PROPERTY, outcome.result.world_size)
         model.set_string_custom_property(MODEL_FACTORY_PROPERTY, request.hparams.model.factory)
         model.set_string_custom_property(CONVERSION_PROPERTY, outcome.conversion)

@@ -28,8 +28,10 @@ from torchtfx.components.torch_trainer.export.precision import (
 from torchtfx.components.torch_trainer.export.warmup import raw_examples, write_warmup_requests
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.label_health import check_materialized_labels
 from torchtfx.components.torch_trainer.materialize import materialize
 from torchtfx.components.torch_trainer.modeling.factory import build_model
+from torchtfx.components.torch_trainer.run_logs import RunLogs
 from torchtfx.components.torch_trainer.trained_model import load_torch_model
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.data.config.dataset import DatasetConfig
@@ -56,6 +58,9 @@ class TrainRequest:
     # Set: train on several nodes as a Kubeflow PyTorchJob named after ``unique_id``; None: torchrun here.
     pytorchjob: PyTorchJobSettings | None = None
     unique_id: str = ""
+    # Where a failed run leaves its training log and last checkpoint summary (<pipeline root>/logs/<run id>;
+    # run_logs.py); "": only in the ModelRun artifact, which TFX deletes when the execution fails.
+    log_dir: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,9 +97,8 @@ def _staging(request: TrainRequest) -> Staging | None:
     return staging_for(request.pytorchjob, cluster_job_name(request.unique_id))
 
 
-def _train(
-    request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path, staging: Staging | None
-) -> TrainResult:
+def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path, staging: Staging | None,
+           logs: RunLogs) -> TrainResult:  # fmt: skip
     job = TrainJob(
         data_dir=str(data_dir),
         model_dir=str(export_dir),
@@ -110,11 +114,25 @@ def _train(
     if staging is not None:
         run_on_cluster(request.pytorchjob, job, staging, staging.root.name)
     else:
-        launch(job, Path(request.work_dir) / "job.json", Path(request.run_uri) / contracts.TRAIN_LOG_FILE)
+        launch(job, Path(request.work_dir) / "job.json", logs.open_path(), logs.shown_log)
     return TrainResult.load(Path(request.run_uri) / contracts.RESULT_FILE)
 
 
 def run(request: TrainRequest) -> TrainOutcome:
+    """The steps; a failure (or Ctrl-C) keeps the training log and the last checkpoint's summary in
+    ``request.log_dir``, since TFX deletes the failed execution's outputs."""
+    staging = _staging(request)
+    logs = RunLogs(request.log_dir, Path(request.run_uri))
+    try:
+        outcome = _run_steps(request, staging, logs)
+    except BaseException:
+        logs.keep_failure(staging.run_dir if staging else Path(request.run_uri))
+        raise
+    logs.keep_success()
+    return outcome
+
+
+def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) -> TrainOutcome:
     seconds: dict[str, float] = {}
     tick = time.perf_counter()
     tft_output = tft.TFTransformOutput(request.transform_graph_uri)
@@ -124,14 +142,14 @@ def run(request: TrainRequest) -> TrainOutcome:
     export_dir = contracts.export_dir(request.model_uri)
     export_dir.mkdir(parents=True, exist_ok=True)
     (export_dir / contracts.LAYOUT_FILE).write_text(layout.to_json())
-    staging = _staging(request)
     # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
     data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
     materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
+    check_materialized_labels(data_dir, list(request.transformed_uris), layout, request.dataset)
     seconds["materialize"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    result = _train(request, layout, export_dir, data_dir, staging)
+    result = _train(request, layout, export_dir, data_dir, staging, logs)
     seconds["train"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
