@@ -34,6 +34,7 @@ class CheckedInput:
     rows: int
     first: str  # the first file, whose columns every other file must have
     plan: ColumnPlan  # the first file's
+    empty: set[str]  # columns with no value in any row so far
     bad: dict[tuple[str, str, int], _BadValues] = field(default_factory=dict)  # (file, column, type)
 
 
@@ -48,10 +49,13 @@ def _check_file(path: str, schema_types: dict[str, int], schema_file: str, open_
             f"{path} and {found.first} have different columns ({path} has {extra} too and lacks {lacks}); every CSV "
             "file of one input needs the same columns, in any order: fix the header, or move the file elsewhere"
         )
-    checked = found or CheckedInput(rows=0, first=path, plan=plan)
+    checked = found or CheckedInput(rows=0, first=path, plan=plan, empty=set(plan.header))
+    empty = [i for i, name in enumerate(plan.header) if name in checked.empty]
     count = 0
     for line, record in rows:
         count += 1
+        if empty:
+            empty = [i for i in empty if not record[i]]
         for position in plan.bad_cells(record):
             key = (path, plan.header[position], plan.kinds[position])
             if key in checked.bad:
@@ -61,6 +65,7 @@ def _check_file(path: str, schema_types: dict[str, int], schema_file: str, open_
     if count == 0:
         raise DataSourceError(f"{path} has a header but no rows")
     checked.rows += count
+    checked.empty = {plan.header[i] for i in empty}
     return checked
 
 
@@ -100,6 +105,11 @@ def check_inputs(
             "Columns %s of the input are not in the schema %s: kept as text; the DataGate reports them",
             list(plan.unknown),
             schema_file,
+        )
+    if checked.empty:
+        logger.warning(
+            "Columns %s have no value in any row: written without a type, as TFX does; the DataGate reports them",
+            sorted(checked.empty),
         )
     if plan.missing:
         logger.warning("Schema columns %s are not in the input: the DataGate reports them dropped", list(plan.missing))

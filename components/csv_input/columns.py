@@ -93,9 +93,13 @@ def _misspelled(path: str, header: list[str], schema_types: dict[str, int], sche
 
 
 class ColumnPlan:
-    """How one file's columns become features: the schema's type, or text for a column it does not know."""
+    """How one file's columns become features: the schema's type, or text for a column it does not know.
 
-    def __init__(self, header: list[str], schema_types: dict[str, int]):
+    A column with no value in any row of the input (``empty``) is written without a type, as TFX writes a
+    column whose type it could not infer: the DataGate then reports it "not present in any examples" (an empty
+    value list would count as present)."""
+
+    def __init__(self, header: list[str], schema_types: dict[str, int], empty: frozenset[str] = frozenset()):
         self.header = tuple(header)
         self.kinds = tuple(schema_types.get(name, schema_pb2.BYTES) for name in header)
         # In the file, not in the schema: kept as text, and the DataGate reports a new column.
@@ -103,7 +107,9 @@ class ColumnPlan:
         # In the schema, not in the file: absent, and the DataGate reports a dropped column.
         self.missing = tuple(name for name in schema_types if name not in header)
         columns = zip(self.header, self.kinds, strict=True)
-        self._columns = tuple((name, kind, _LISTS[kind], _PARSERS[kind]) for name, kind in columns)
+        self._columns = tuple(
+            (name, kind, None if name in empty else _LISTS[kind], _PARSERS[kind]) for name, kind in columns
+        )
         self._numeric = tuple((i, _PARSERS[k]) for i, k in enumerate(self.kinds) if k != schema_pb2.BYTES)
 
     @classmethod
@@ -120,7 +126,10 @@ class ColumnPlan:
         example = example_pb2.Example()
         features = example.features.feature
         for (name, kind, list_name, parse), text in zip(self._columns, record, strict=True):
-            values = getattr(features[name], list_name)
+            if list_name is None and not text:
+                features.get_or_create(name)  # no value anywhere: no type, as TFX writes it
+                continue
+            values = getattr(features[name], list_name or _LISTS[kind])
             if text:
                 value = parse(text)
                 if value is None:

@@ -30,14 +30,15 @@ class CsvFileToExamples(beam.DoFn):
     bytes TFX's hash split reads, so an example lands in the same split as with TFX), or as protos when the
     split is by a feature's value."""
 
-    def __init__(self, schema_types: dict[str, int], serialize: bool = True):
+    def __init__(self, schema_types: dict[str, int], empty: frozenset[str], serialize: bool = True):
         self._schema_types = schema_types
+        self._empty = empty  # columns without a value in any row (check.py): written without a type
         self._serialize = serialize
 
     def process(self, path: str) -> Iterator[bytes | object]:
         rows = csv_rows(path, open_input)
         _, header = next(rows)
-        plan = ColumnPlan(header, self._schema_types)
+        plan = ColumnPlan(header, self._schema_types, self._empty)
         for line, record in rows:
             try:
                 example = plan.to_example(record)

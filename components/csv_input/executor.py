@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,9 @@ def _output_config(exec_properties: dict[str, Any]) -> example_gen_pb2.Output:
 class _SchemaCsvToExample(beam.PTransform):
     """The files of one input split -> tf.Examples typed by the curated schema (TFX's ``_CsvToExample`` API)."""
 
-    def __init__(self, exec_properties: dict[str, Any], split_pattern: str):
+    def __init__(self, exec_properties: dict[str, Any], split_pattern: str, empty: frozenset[str] = frozenset()):
         super().__init__()
+        self._empty = empty
         self._paths = split_files(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
         self._schema_types = load_schema_types(schema_file(exec_properties))
         # TFX's split by a feature's value reads the proto; its hash split reads the serialized bytes.
@@ -80,7 +82,7 @@ class _SchemaCsvToExample(beam.PTransform):
         return (
             pipeline
             | "CreateFilenames" >> beam.Create(self._paths)
-            | "CsvToExample" >> beam.ParDo(CsvFileToExamples(self._schema_types, self._serialize))
+            | "CsvToExample" >> beam.ParDo(CsvFileToExamples(self._schema_types, self._empty, self._serialize))
         )
 
 
@@ -89,8 +91,12 @@ _TFRECORD_GZIP_NAME = write_split.to_file_format_str(example_gen_pb2.FORMAT_TFRE
 
 
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):
-    def GetInputSourceToExamplePTransform(self) -> type[beam.PTransform]:
-        return _SchemaCsvToExample
+    _empty: dict[str, frozenset[str]] = {}  # input split pattern -> its columns without a value (the checks)
+
+    def GetInputSourceToExamplePTransform(self) -> Callable[[dict[str, Any], str], beam.PTransform]:
+        return lambda exec_properties, pattern: _SchemaCsvToExample(
+            exec_properties, pattern, self._empty.get(pattern, frozenset())
+        )
 
     def Do(
         self,
@@ -117,8 +123,10 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         )
         schema = schema_file(exec_properties)
         schema_types = load_schema_types(schema)
+        self._empty = {}
         for split in input_config.splits:
             checked = check_inputs(split_files(input_base, split.pattern), schema_types, schema, open_input)
+            self._empty[split.pattern] = frozenset(checked.empty)
             logger.info(
                 "Checked the CSV files %s under %s against %s: %s rows, every line well-formed and every value of "
                 "its schema type",

@@ -105,6 +105,21 @@ def test_output_is_tfx_csv_example_gens_on_the_clean_taxi_sample(tmp_path, taxi_
     assert {k: kinds[v.WhichOneof("kind")] for k, v in example.features.feature.items()} == schema
 
 
+def test_columns_without_any_value_are_written_untyped_as_tfx_does(tmp_path, taxi_cfg, taxi_csv):
+    """TFX writes a column it saw no value in without a type, which the DataGate reports as "not present in
+    any examples"; an empty value list would count as present and change that report."""
+    rows = helpers.csv_rows(taxi_csv, 300)
+    for row in rows:
+        row["company"] = row["pickup_census_tract"] = row["fare"] = ""
+    data = helpers.write_sample(rows, tmp_path / "data", list(rows[0]))
+
+    ours = _splits(_run(tmp_path, data, taxi_cfg.schema_path))
+
+    assert ours == _splits(_run(tmp_path, data, taxi_cfg.schema_path, tfx_csv_executor.Executor, name="tfx"))
+    example = tf.train.Example.FromString(next(iter(ours["train"]))).features.feature
+    assert example["fare"].WhichOneof("kind") is None and example["company"].WhichOneof("kind") is None
+
+
 def _excel_csv(rows: list[dict[str, str]], fields: list[str], path: Path) -> None:
     """What Excel's "CSV UTF-8" writes: a byte-order mark, CRLF line ends, quotes where a value needs them."""
     with path.open("w", newline="", encoding="utf-8-sig") as handle:
