@@ -31,6 +31,8 @@ class _BadValues:
 
 @dataclass
 class CheckedInput:
+    """What the checks learnt about one input split's files."""
+
     rows: int
     first: str  # the first file, whose columns every other file must have
     plan: ColumnPlan  # the first file's
@@ -38,7 +40,13 @@ class CheckedInput:
     bad: dict[tuple[str, str, int], _BadValues] = field(default_factory=dict)  # (file, column, type)
 
 
-def _check_file(path: str, schema_types: dict[str, int], schema_file: str, open_binary, found: CheckedInput | None):
+def _check_file(
+    path: str,
+    schema_types: dict[str, int],
+    schema_file: str,
+    open_binary: OpenBinary | None,
+    found: CheckedInput | None,
+) -> CheckedInput:
     rows = csv_rows(path, open_binary)
     _, header = next(rows)
     plan = ColumnPlan.for_file(path, header, schema_types, schema_file)

@@ -5,7 +5,8 @@ values are all whole numbers (every ``tips`` 0, a batch of whole-dollar fares) b
 stopped the run on a type anomaly. Here the schema decides: a FLOAT column reads ``0`` as 0.0, and an INT column
 reads ``3.0`` as 3 (what pandas writes for an integer column with missing values). Columns the schema does not
 know are kept as text, so the DataGate still reports them as new columns. The output is what TFX writes: one
-feature per CSV column, an empty cell an empty value list of the column's type.
+feature per CSV column, an empty cell an empty value list of the column's type, and a column without a value in
+any row a feature without a type.
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ def parse_int(text: str) -> int | None:
             number = Decimal(text)
         except InvalidOperation:
             return None
-        if not number.is_finite() or number != number.to_integral_value():
+        # Range first: int() of a "1e999999999" would build a billion-digit number.
+        if not number.is_finite() or not _INT64_MIN <= number <= _INT64_MAX or number != number.to_integral_value():
             return None
-        value = int(number)
+        return int(number)
     return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
