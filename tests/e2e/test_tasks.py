@@ -5,6 +5,7 @@ the change gate against the champion must refuse, naming the metric, with produc
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -128,3 +129,23 @@ def test_a_worse_candidate_is_rejected_by_the_change_gate_naming_the_metric(task
     assert any(REJECTED_METRIC[dataset] in line for line in failed), proc.stderr[-3000:]
     assert helpers.tree_digest(root / "serving") == before
     assert _registry(root, dataset).alias_version("champion").version == champion
+
+
+def test_a_label_with_one_class_stops_before_training_naming_split_counts_and_fix(tmp_path, taxi_csv):
+    """A broken upstream join set every tip to 0, so every `big_tipper` label is 0. It used to train every epoch
+    at eval_auc=nan and then fail in ML Metadata with an SQL traceback ('no such column: nan')."""
+    rows = [{**row, "tips": "0.0"} for row in helpers.csv_rows(taxi_csv, SAMPLE_ROWS)]
+    helpers.write_sample(rows, tmp_path / "data", list(rows[0]))
+    proc = _run(tmp_path, "taxi", "--epochs", "2")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "no such column" not in proc.stderr
+    assert "Label 'big_tipper' of dataset 'taxi' cannot be trained on or evaluated: split 'train' has one class" in (
+        proc.stderr
+    )
+    eval_counts = r"split 'eval' has one class \(\d+ examples: class 0 \(not big_tipper\): \d+, class 1 \("
+    assert re.search(eval_counts, proc.stderr)
+    assert "Fix: check the data that fills column 'tips'" in proc.stderr
+    assert "epoch 1/" not in proc.stderr  # stopped before any training
+    stages = {s.node: s.state for s in helpers.metadata(tmp_path / "pipeline").stages}
+    assert stages["TorchTrainer"] == "FAILED" and "Promoter" not in stages, stages
+    assert not (tmp_path / "serving").exists() or not any((tmp_path / "serving").iterdir())

@@ -7,7 +7,10 @@ not part of what those components receive), so each adds only Trainer, Evaluator
 
 from __future__ import annotations
 
+import json
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +90,45 @@ def test_a_factory_that_cannot_be_loaded_stops_before_the_pipeline_runs(zoo_root
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "bad_model.py:build" in proc.stderr and "failed on a batch of 3" in proc.stderr
     assert not (tmp_path / "never").exists()
+
+
+LATE_DIVERGING_MODEL = """
+import torch
+from torch import nn
+
+
+class LateDiverging(nn.Module):
+    '''Finite through epoch 1 (16 steps per worker on this sample), NaN from epoch 2 on.'''
+
+    def __init__(self, spec):
+        super().__init__()
+        self.lin = nn.Linear(len(spec.dense_features), 1)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, dense, categorical):
+        if self.training:
+            self.calls += 1
+        shift = -1.0 if self.calls > 20 else 1.0
+        return torch.sqrt(self.lin(dense).squeeze(1) ** 2 + shift) + 0 * categorical[:, 0]
+
+
+def build(spec):
+    return LateDiverging(spec)
+"""
+
+
+def test_a_failed_training_names_a_log_that_exists_with_the_last_checkpoint_summary(zoo_root, tmp_path):
+    """TFX deletes a failed execution's outputs (the ModelRun with its train.log): the message must name a log
+    that still exists, under <TFX pipeline root>/logs/<run id>/, beside the last checkpoint's summary."""
+    model = tmp_path / "late_diverging.py"
+    model.write_text(LATE_DIVERGING_MODEL)
+    proc = _run(zoo_root, "--model", f"{model}:build")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    # The message leads with the worker's own error, not torchrun's "child failed" traceback.
+    error = proc.stderr[proc.stderr.index("\nError: ") + 1 :]
+    assert "TrainingDiverged: Training diverged at epoch 2" in error.splitlines()[0] and "Traceback" not in error
+    shown = Path(re.search(r"full log: (\S+)", error).group(1))
+    assert shown.parent.parent == zoo_root / "pipeline" / "tfx" / "logs" and shown.name == "train.log"
+    assert "Training diverged at epoch 2" in shown.read_text()
+    summary = json.loads((shown.parent / "checkpoint.json").read_text())
+    assert summary["last_completed_epoch"] == 1, summary

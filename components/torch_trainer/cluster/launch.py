@@ -8,6 +8,7 @@ for it (an exception, Ctrl-C), so no worker outlives the run that started it.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import logging
 import os
 import signal
@@ -92,6 +93,14 @@ def launch(job: TrainJob, job_path: Path, log_path: Path, shown_log: str | None 
             stop_agent(proc)
             proc.stdout.close()
     if code != 0:
-        raise TrainingFailedError(
-            f"DDP training failed (torchrun exit code {code}); full log: {shown_log or log_path}\n" + "\n".join(tail)
-        )
+        marker = Path(job.run_dir) / FATAL_FILE
+        raise TrainingFailedError(failure_message(code, marker, shown_log or str(log_path), tail))
+
+
+def failure_message(code: int, marker: Path, shown_log: str, tail: collections.abc.Iterable[str]) -> str:
+    """The cause a worker recorded (its exception; torchrun's own tail after the restarts it stopped only
+    repeats "child failed"), else the log's last lines (a worker killed more often than the restart budget)."""
+    if marker.exists():
+        cause = marker.read_text().splitlines()[0]
+        return f"DDP training failed (torchrun exit code {code}): {cause}\nfull log: {shown_log}"
+    return f"DDP training failed (torchrun exit code {code}); full log: {shown_log}\n" + "\n".join(tail)

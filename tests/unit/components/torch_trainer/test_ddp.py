@@ -157,7 +157,8 @@ def test_a_diverging_model_stops_naming_epoch_step_and_rank(tmp_path, tiny_taxi,
     path.write_text(DIVERGING_MODEL)
     model = {"factory": f"{path}:build", "source": DIVERGING_MODEL}
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, model=model, detect_anomaly=detect_anomaly)
-    with pytest.raises(TrainingFailedError):
+    # The message leads with the worker's own error, not torchrun's "child failed" report after it.
+    with pytest.raises(TrainingFailedError, match=r"exit code 1\): rank \d: TrainingDiverged: Training diverged at "):
         launch(job, tmp_path / "job.json", tmp_path / "train.log")
     log = (tmp_path / "train.log").read_text()
     assert "Training diverged at epoch 1, step 3 on rank" in log
