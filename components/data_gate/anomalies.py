@@ -28,7 +28,8 @@ def describe(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
     for feature, info in sorted(anomalies.anomaly_info.items()):
         reasons = "; ".join(r.description for r in info.reason) or info.description
         short = info.short_description or "anomaly"
-        lines.append(f"split '{split}', column '{feature}': {short}: {reasons}")
+        # repr: a column name with an invisible character (a BOM, a zero-width space) shows it escaped
+        lines.append(f"split '{split}', column {feature!r}: {short}: {reasons}")
     if anomalies.HasField("dataset_anomaly_info"):
         info = anomalies.dataset_anomaly_info
         reasons = "; ".join(r.description for r in info.reason) or info.description
