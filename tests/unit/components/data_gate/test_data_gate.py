@@ -70,3 +70,11 @@ def test_drift_beyond_the_schema_threshold_is_reported_and_stops_the_run(tmp_pat
     assert len(lines) == 1 and lines[0].startswith("split 'train', column 'payment_type': drift from the champion")
     with pytest.raises(anomalies.DataValidationError, match="against the schema and the champion's training data"):
         anomalies.check({}, "schema.pbtxt", lines)
+
+
+def test_a_column_name_with_an_invisible_character_shows_it_escaped():
+    """A byte-order mark or zero-width space in a header made 'New column' and 'Column dropped' look alike."""
+    frame = _frame(["Cash"] * 20).rename(columns={"fare": "\u200bfare"})
+    found = tfdv.validate_statistics(tfdv.generate_statistics_from_dataframe(frame), _schema())
+    text = "\n".join(anomalies.describe("train", found))
+    assert "column '\\u200bfare': New column" in text and "column 'fare': Column dropped" in text
