@@ -76,7 +76,7 @@ class TrainerDeployment(_KubeflowSection):
     # are on multi-user Kubeflow), read at run time from the pod's service account.
     namespace: str | None = None
     elastic: ElasticNodes | None = None
-    max_restarts: pydantic.NonNegativeInt = 0
+    max_restarts: pydantic.NonNegativeInt = 3  # torchrun restarts per pod after a worker dies (as locally)
     backoff_limit: pydantic.NonNegativeInt = 3
     timeout_minutes: pydantic.PositiveInt = 240
     hyperparameters: TrainerHParams = TrainerHParams()

@@ -16,6 +16,7 @@ from pathlib import Path
 from torchtfx.components.torch_trainer.cluster.pytorchjob_manifest import build_manifest, job_name, worker_command
 from torchtfx.components.torch_trainer.cluster.pytorchjob_runner import PyTorchJobRunner, load_kubernetes_apis
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
+from torchtfx.components.torch_trainer.constants import FATAL_FILE
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 
 logger = logging.getLogger(__name__)
@@ -70,13 +71,13 @@ def run_on_cluster(
     manifest = build_manifest(
         settings,
         name,
-        worker_command(str(staging.job_file), settings.max_restarts),
+        worker_command(str(staging.job_file), settings.max_restarts, str(staging.run_dir / FATAL_FILE)),
         {"app.kubernetes.io/part-of": "torchtfx", "app.kubernetes.io/component": "trainer"},
     )
     if runner is None:
         runner = PyTorchJobRunner(*load_kubernetes_apis())
     logger.info("Training on %s nodes x %s workers as PyTorchJob %s/%s", settings.num_nodes,
-                settings.nproc_per_node, settings.namespace, name)  # fmt: skip
+                settings.nproc_per_node, manifest["metadata"]["namespace"], name)  # fmt: skip
     runner.run(manifest, settings.timeout_seconds, settings.poll_seconds)
     shutil.copytree(staging.model_dir, job.model_dir, dirs_exist_ok=True)
     shutil.copytree(staging.run_dir, job.run_dir, dirs_exist_ok=True)

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from torchtfx.components.torch_trainer.cluster.lifeline import MODULE as LIFELINE_MODULE
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings, cpu_cores
 from torchtfx.components.torch_trainer.constants import WORKER_MODULE
 
@@ -61,13 +62,16 @@ def job_name(prefix: str, unique: str) -> str:
     return f"{base}-{digest}"
 
 
-def worker_command(job_path: str, max_restarts: int) -> list[str]:
-    """The same entry point as the local path, minus --standalone/--nnodes/--nproc-per-node."""
+def worker_command(job_path: str, max_restarts: int, fatal_marker: str) -> list[str]:
+    """The same entry point as the local path, minus --standalone/--nnodes/--nproc-per-node: each worker starts
+    through the lifeline, which refuses to start it again after a failure that a restart would only repeat
+    (``fatal_marker``, on the shared volume, written by the failing worker: worker/fatal.py)."""
     # On a PyTorchJob the operator sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and
     # PET_MASTER_PORT (PET_RDZV_* for elastic jobs); torchrun reads PET_<OPTION> as each option's default.
     return [
         "python", "-m", "torch.distributed.run", f"--max-restarts={max_restarts}",
-        "-m", WORKER_MODULE, "--job", job_path,
+        "-m", LIFELINE_MODULE, "--unless-exists", fatal_marker,
+        "python", "-u", "-m", WORKER_MODULE, "--job", job_path,
     ]  # fmt: skip
 
 

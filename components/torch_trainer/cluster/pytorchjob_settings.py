@@ -103,7 +103,7 @@ class PyTorchJobSettings(_ClusterSection):
     env_from_secrets: tuple[SecretEnv, ...] = ()
     elastic_min_nodes: int | None = None
     elastic_max_nodes: int | None = None
-    max_restarts: int = 0
+    max_restarts: int = 3
     backoff_limit: int = 3
     timeout_seconds: int = 24 * 3600
     poll_seconds: float = 10.0

@@ -41,7 +41,7 @@ def settings(**overrides) -> job_settings.PyTorchJobSettings:
 
 
 def manifest(**overrides) -> dict:
-    command = manifests.worker_command("/mnt/pipeline/job.json", 0)
+    command = manifests.worker_command("/mnt/pipeline/job.json", 0, "/mnt/pipeline/run/fatal_error.txt")
     return manifests.build_manifest(settings(**overrides), NAME, command, {"app": "torchtfx"})
 
 
@@ -149,9 +149,10 @@ def test_job_name_is_a_short_dns_label():
 
 def test_worker_command_matches_the_local_entry_point():
     """Real worker_command (nothing simulated)."""
-    assert manifests.worker_command("/mnt/job.json", 3) == [
+    assert manifests.worker_command("/mnt/job.json", 3, "/mnt/run/fatal_error.txt") == [
         "python", "-m", "torch.distributed.run", "--max-restarts=3",
-        "-m", "torchtfx.components.torch_trainer.worker.train", "--job", "/mnt/job.json",
+        "-m", "torchtfx.components.torch_trainer.cluster.lifeline", "--unless-exists", "/mnt/run/fatal_error.txt",
+        "python", "-u", "-m", "torchtfx.components.torch_trainer.worker.train", "--job", "/mnt/job.json",
     ]  # fmt: skip
 
 
