@@ -4,6 +4,11 @@ Dense features are z-scored, categorical features get a vocabulary with OOV buck
 features get quantile buckets, and the label is derived by the config's label rule. Missing numeric
 values are filled with the configured default or the feature's mean; missing categoricals become
 their own token ("" or -1), so they get their own embedding row.
+
+An integer-coded categorical whose curated schema gives a small ``int_domain`` (hours, days, months,
+community areas) needs no vocabulary: its id is ``value - min``, with one id for a missing value and the
+OOV buckets for values outside the domain. Each vocabulary costs Transform a count over the data and
+several Beam stages; the schema is the contract the DataGate enforces, so its domain is known up front.
 """
 
 from __future__ import annotations
@@ -12,6 +17,9 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform import schema_inference
 
 from torchtfx.components.shared.contracts import DATASET_CONFIG_KEY
 from torchtfx.data.config.dataset import DatasetConfig, LabelRule, transformed_name
@@ -79,13 +87,56 @@ def categorical_feature(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tens
     return _to_dense(x, default)
 
 
+# Larger integer domains keep a vocabulary: it holds only the values seen, not every id the schema allows.
+MAX_DOMAIN_IDS = 10_000
+
+
+def schema_int_domains(schema_path: str) -> dict[str, tuple[int, int]]:
+    """``{feature: (min, max)}`` for the INT features whose schema ``int_domain`` bounds at most
+    ``MAX_DOMAIN_IDS`` values (read from the curated schema that ImportSchemaGen imports)."""
+    schema = text_format.Parse(tf.io.gfile.GFile(schema_path).read(), schema_pb2.Schema())
+    domains = {}
+    for feature in schema.feature:
+        domain = feature.int_domain
+        if feature.type != schema_pb2.INT or not (domain.HasField("min") and domain.HasField("max")):
+            continue
+        if 0 < domain.max - domain.min + 1 <= MAX_DOMAIN_IDS:
+            domains[feature.name] = (domain.min, domain.max)
+    return domains
+
+
+def domain_ids(x: tf.Tensor | tf.SparseTensor, domain: tuple[int, int], default: Any, num_oov: int) -> tf.Tensor:
+    """int64 ids [batch]: ``value - min`` inside the domain; ``size`` for a missing value (or the id of
+    ``default``); ``size + 1 + value mod num_oov`` outside it (``size`` when there are no OOV buckets)."""
+    low, high = domain
+    size = high - low + 1
+    if default is not None:
+        values, present = tf.cast(_to_dense(x, default), tf.int64), None
+    else:
+        values = tf.cast(_to_dense(x, low), tf.int64)
+        present = _present(x)
+    inside = tf.logical_and(values >= low, values <= high)
+    outside = size + 1 + tf.math.floormod(values, num_oov) if num_oov else tf.fill(tf.shape(values), size)
+    ids = tf.where(inside, values - low, tf.cast(outside, tf.int64))
+    if present is not None:
+        ids = tf.where(present, ids, tf.cast(size, tf.int64))
+    # What compute_and_apply_vocabulary records: the ids' range, read back as the embedding's cardinality.
+    schema_inference.set_tensor_schema_override(ids, tf.constant(0, tf.int64), tf.constant(size + num_oov, tf.int64))
+    return ids
+
+
+def _present(x: tf.Tensor | tf.SparseTensor) -> tf.Tensor:
+    """bool [batch]: whether each row has a value."""
+    if isinstance(x, tf.SparseTensor):
+        return _to_dense(tf.SparseTensor(x.indices, tf.ones_like(x.values, tf.bool), x.dense_shape), False)
+    return tf.ones_like(tf.reshape(x, [-1]), tf.bool)
+
+
 def label_strings(x: tf.Tensor | tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]:
     """A categorical label column as strings [batch] (integer codes written out), and whether each row has a
     value: absent, or the empty string, is missing. A missing row's string is the column's missing token."""
     raw = categorical_feature(x, None)
-    present = tf.ones_like(raw, tf.bool)
-    if isinstance(x, tf.SparseTensor):
-        present = _to_dense(tf.SparseTensor(x.indices, tf.ones_like(x.values, tf.bool), x.dense_shape), False)
+    present = _present(x)
     if raw.dtype != tf.string:
         return tf.strings.as_string(raw), present
     return raw, tf.logical_and(present, tf.not_equal(raw, ""))
@@ -156,7 +207,13 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
     outputs: dict[str, tf.Tensor] = {}
     for key in cfg.dense:
         outputs[transformed_name(key)] = z_scored(inputs[key], cfg.defaults.get(key), name=f"zscore_{key}")
+    domains = schema_int_domains(str(cfg.schema_path))
     for key in cfg.categorical:
+        if key in domains and inputs[key].dtype != tf.string:
+            outputs[transformed_name(key)] = domain_ids(
+                inputs[key], domains[key], cfg.defaults.get(key), cfg.vocab_num_oov_buckets
+            )
+            continue
         outputs[transformed_name(key)] = tft.compute_and_apply_vocabulary(
             categorical_feature(inputs[key], cfg.defaults.get(key)),
             top_k=cfg.vocab_top_k,

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tests import helpers
 from torchtfx.data.config.dataset import LabelRule
-from torchtfx.pipeline.preprocessing import binary_label
+from torchtfx.pipeline.preprocessing import binary_label, schema_int_domains
 
 
 def test_dense_features_are_z_scored(tiny_taxi):
@@ -27,6 +27,33 @@ def test_categoricals_get_vocabulary_ids_with_oov_buckets(tiny_taxi):
     parsed = tf.io.parse_example([raw.SerializeToString()], {"payment_type": out.raw_feature_spec()["payment_type"]})
     ids = out.transform_features_layer()(parsed)["payment_type_xf"].numpy()
     assert ids[0] >= len(vocab)
+
+
+def test_small_integer_domains_map_to_ids_without_a_vocabulary(tiny_taxi):
+    """trip_start_hour (schema int_domain 0..23): ids 0..23, then one id for a missing value, then the OOV
+    buckets; no vocabulary file (the analyzer's pass is what it saves). Census tracts (no domain) keep one."""
+    cfg, out = tiny_taxi.cfg, tiny_taxi.tft_output
+    assert "trip_start_hour" in schema_int_domains(str(cfg.schema_path))
+    assert "pickup_census_tract" not in schema_int_domains(str(cfg.schema_path))
+    assert out.num_buckets_for_transformed_feature("trip_start_hour_xf") == 24 + 1 + cfg.vocab_num_oov_buckets
+    assert out.num_buckets_for_transformed_feature("pickup_community_area_xf") == 77 + 1 + cfg.vocab_num_oov_buckets
+    assert not _has_vocabulary(out, "trip_start_hour")
+    assert _has_vocabulary(out, "pickup_census_tract")
+    rows = []
+    for hour, area in ((0, 1), (23, 77), (5, None), (31, 78)):  # community area is optional in the schema
+        raw = tf.train.Example()
+        raw.features.feature["trip_start_hour"].int64_list.value.append(hour)
+        if area is not None:
+            raw.features.feature["pickup_community_area"].int64_list.value.append(area)
+        rows.append(raw.SerializeToString())
+    spec = {k: out.raw_feature_spec()[k] for k in ("trip_start_hour", "pickup_community_area")}
+    xf = out.transform_features_layer()(tf.io.parse_example(rows, spec))
+    assert xf["trip_start_hour_xf"].numpy().reshape(-1).tolist() == [0, 23, 5, 25 + 31 % 10]
+    assert xf["pickup_community_area_xf"].numpy().reshape(-1).tolist() == [0, 76, 77, 78 + 78 % 10]
+
+
+def _has_vocabulary(out, name: str) -> bool:
+    return out.vocabulary_file_by_name(name) is not None  # None: no such file among the graph's assets
 
 
 def test_bucketized_features_fall_in_configured_buckets(tiny_taxi):
