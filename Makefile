@@ -25,7 +25,7 @@ help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
 	@echo "make test-faults - long fault-injection runs (pipeline killed, MLflow unreachable)"
-	@echo "make bench  - the six benchmarks (reference, serving, scale, input_path, ddp, zoo) (bench/results/*.json, README.md, plots); BENCH_ARGS='--only serving'"
+	@echo "make bench  - the seven benchmarks (reference, serving, scale, input_path, ddp, zoo, evaluator) (bench/results/*.json, README.md, plots); BENCH_ARGS='--only serving'"
 	@echo "make lint   - ruff check + format check"
 	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
 	@echo "make image  - docker build the Kubeflow step image (IMAGE=...)"

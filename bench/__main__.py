@@ -14,7 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo")
+BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo", "evaluator")
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -66,6 +66,29 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
     }
 
 
+def _our_taxi_run(work: Path, beam_workers: int) -> Path:
+    """The reference benchmark's run of our pipeline; run here when absent (`--only serving` on a fresh clone)."""
+    from bench import pipelines
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.sources import default_data_dir
+
+    root = work / "ours"
+    if not (root / "serving" / "taxi").is_dir():
+        shutil.rmtree(root, ignore_errors=True)
+        pipelines.run_ours(root, default_data_dir(load_dataset_config("taxi")), "taxi", beam_workers)
+    return root
+
+
+def _evaluator(work: Path, beam_workers: int) -> dict:
+    from bench import pipelines
+    from bench.evaluator_bench import evaluator_costs
+    from torchtfx.data.config.dataset import load_dataset_config
+
+    root = _our_taxi_run(work, beam_workers)
+    model_dir = pipelines.only_subdir(root / "serving" / "taxi")
+    return evaluator_costs(model_dir, pipelines.eval_examples_dir(root), load_dataset_config("taxi"), work / "tfma")
+
+
 def _serving(work: Path, beam_workers: int) -> dict:
     from bench import pipelines
     from bench.serving_bench import serving
@@ -74,13 +97,8 @@ def _serving(work: Path, beam_workers: int) -> dict:
     from torchtfx.components.torch_trainer.features import FeatureLayout
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
     from torchtfx.components.torch_trainer.trained_model import load_torch_model
-    from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
 
-    root = work / "ours"
-    if not (root / "serving" / "taxi").is_dir():  # `--only serving` on a fresh clone: run our pipeline first
-        shutil.rmtree(root, ignore_errors=True)
-        pipelines.run_ours(root, default_data_dir(load_dataset_config("taxi")), "taxi", beam_workers)
+    root = _our_taxi_run(work, beam_workers)
     export_dir = contracts.export_dir(pipelines.only_subdir(root / "tfx" / contracts.TRAINER_ID / "model"))
     layout = FeatureLayout.from_json((export_dir / contracts.LAYOUT_FILE).read_text())  # the model's own column order
     serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
@@ -133,6 +151,7 @@ def main(argv: list[str] | None = None) -> None:
             args.trainer_epochs,
         ),
         "zoo": lambda: zoo_bench.zoo(work, args.beam_workers),
+        "evaluator": lambda: _evaluator(work, args.beam_workers),
     }  # fmt: skip
     for name in BENCHMARKS:
         if name in args.only:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.evaluator_bench import report_lines as evaluator_report_lines
 from bench.serving_bench import ratios
 
 # Our component ids and the reference's, lined up by role for the side-by-side plot and table.
@@ -368,6 +369,8 @@ def write_report(out: Path) -> Path:
         lines += _scale_section(results["scale"])
     if "zoo" in results:
         lines += _zoo_section(results["zoo"])
+    if "evaluator" in results:
+        lines += evaluator_report_lines(results["evaluator"])
     _plots(results, out)
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")

@@ -210,3 +210,27 @@ def test_report_judges_the_network_targets_on_the_c_api_runtime(tmp_path):
     assert "- mlp: `converted_network_session` / onnxruntime: 1: 0.50, 32: 0.50, 1024: 0.50; at batch 1024 0.50 " \
            "(target ≤ 1.5): met; `converted_network_session` / PyTorch eager: 1: 0.25" in text  # fmt: skip
     assert "From Python (`converted_network`, a ConcreteFunction call): / onnxruntime 1: 3.00" in text
+
+
+def test_evaluator_bench_measures_each_of_our_metrics_against_the_reference_config(taxi_cfg):
+    from bench.evaluator_bench import _variants
+
+    variants = _variants(taxi_cfg)
+    reference_metrics, reference_slices = variants["reference"]
+    assert [m.class_name for m in reference_metrics] == ["BinaryAccuracy"] and len(reference_slices) == 1
+    ours_metrics, _ = variants["ours_overall"]
+    assert {"AUC", "Calibration", "CalibrationPlot", "BinaryAccuracy"} <= {m.class_name for m in ours_metrics}
+    assert len(variants["ours"][1]) == 1 + len(taxi_cfg.slices)
+    assert {f"+{m.class_name}" for m in ours_metrics if m.class_name != "BinaryAccuracy"} <= set(variants)
+    assert all(not m.HasField("threshold") and not m.per_slice_thresholds for m in ours_metrics)
+
+
+def test_report_judges_the_evaluator_at_equal_slices(tmp_path):
+    result = {"benchmark": "evaluator", "seconds": {"reference": 4.0, "ours_overall": 6.0, "ours": 9.0, "+AUC": 5.0},
+              "rounds": {"reference": [4.0, 4.0]}, "ratio_to_reference": {"reference": 1.0, "ours_overall": 1.5,
+              "ours": 2.25, "+AUC": 1.25}, "extra_seconds": {"+AUC": 1.0}, "slices": ["overall"],
+              "target_ratio_equal_slices": 1.2}  # fmt: skip
+    (tmp_path / "evaluator.json").write_text(json.dumps(result))
+    text = write_report(tmp_path).read_text()
+    assert "| +AUC | 5.00 | 1.25 |" in text
+    assert "ours takes 1.50x the reference's (target ≤ 1.2): **not met**" in text
