@@ -146,10 +146,15 @@ def main(argv: list[str] | None = None) -> None:
             trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "input_path",
             args.trainer_epochs,
         ),
-        "ddp": lambda: trainer_bench.ddp_scaling(
-            trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
-            args.trainer_epochs,
-        ),
+        "ddp": lambda: {
+            **trainer_bench.ddp_scaling(
+                trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
+                args.trainer_epochs,
+            ),
+            "small_data": trainer_bench.launch_choice(
+                trainer_bench.TransformOutput.of_run(_our_taxi_run(work, args.beam_workers)), taxi, work / "launch"
+            ),
+        },
         "zoo": lambda: zoo_bench.zoo(work, args.beam_workers),
         "evaluator": lambda: _evaluator(work, args.beam_workers),
     }  # fmt: skip

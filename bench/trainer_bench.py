@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -171,7 +172,7 @@ DDP_VARIANTS = (
     ("1 worker", 1, 1),
     ("2 workers, DDP", 2, 1),
     ("2 workers, local SGD every 8 steps", 2, 8),
-    ("2 workers, local SGD every 16 steps", 2, 16),
+    ("2 workers, default settings (sync_every auto: every 16 steps on CPU)", 2, "auto"),
 )
 
 
@@ -211,3 +212,34 @@ def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, 
         "target_speedup": 1.7,
         "target_auc_difference": 0.005,
     }
+
+
+def launch_choice(transform: TransformOutput, dataset: DatasetConfig, work: Path, rounds: int = 2) -> dict:
+    """Small data (a taxi run's Transform output): the Trainer's default settings, trained in the executor's
+    process (what ``num_workers: auto`` picks below ``IN_PROCESS_MAX_TRAIN_ROWS``) against 2 DDP workers under
+    torchrun; wall time with process start, in mirrored rounds."""
+    from torchtfx.components.torch_trainer.worker.in_process import run_in_process
+
+    shutil.rmtree(work, ignore_errors=True)
+    layout, spec = transform.layout_and_spec(dataset)
+    counts = materialize(transform.split_uris, layout, spec, work / "arrays")
+    measured: dict[str, list[dict]] = {"in_process": [], "torchrun_2_workers": []}
+    for i, name in _mirrored(tuple(measured), rounds):
+        job = _job(work / "arrays", work / f"{name}_{i}", layout, TrainerHParams(use_gpu=False, num_workers=1))
+        if name == "torchrun_2_workers":
+            measured[name].append(_torchrun(work / "arrays", work / f"{name}_{i}", layout,
+                                            job.hparams.replace(num_workers=2)))  # fmt: skip
+            continue
+        Path(job.run_dir).mkdir(parents=True, exist_ok=True)
+        started = time.perf_counter()
+        run_in_process(job, work / f"{name}_{i}" / "train.log", threads=os.cpu_count())
+        result = TrainResult.load(Path(job.run_dir) / contracts.RESULT_FILE)
+        measured[name].append({"wall_seconds_with_process_start": time.perf_counter() - started,
+                               "eval_auc": result.eval_auc, "epochs": result.epochs_run})  # fmt: skip
+    summary = {
+        name: {key: _mean([m[key] for m in runs]) for key in ("wall_seconds_with_process_start", "eval_auc")}
+        for name, runs in measured.items()
+    }
+    return {"train_rows": counts["train"], "rounds": rounds, "runs": summary,
+            "wall_ratio": summary["in_process"]["wall_seconds_with_process_start"]
+            / summary["torchrun_2_workers"]["wall_seconds_with_process_start"]}  # fmt: skip

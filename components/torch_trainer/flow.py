@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import tensorflow_transform as tft
+import torch
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
@@ -27,12 +28,13 @@ from torchtfx.components.torch_trainer.export.precision import (
 )
 from torchtfx.components.torch_trainer.export.warmup import raw_examples, write_warmup_requests
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
 from torchtfx.components.torch_trainer.label_health import check_materialized_labels
 from torchtfx.components.torch_trainer.materialize import materialize
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.run_logs import RunLogs
 from torchtfx.components.torch_trainer.trained_model import load_torch_model
+from torchtfx.components.torch_trainer.worker.in_process import run_in_process
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.data.config.dataset import DatasetConfig
 
@@ -98,13 +100,14 @@ def _staging(request: TrainRequest) -> Staging | None:
 
 
 def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path, staging: Staging | None,
-           logs: RunLogs) -> TrainResult:  # fmt: skip
+           logs: RunLogs, train_rows: int) -> TrainResult:  # fmt: skip
+    workers = request.hparams.workers_for(train_rows, torch.cuda.device_count()) if staging is None else 1
     job = TrainJob(
         data_dir=str(data_dir),
         model_dir=str(export_dir),
         run_dir=request.run_uri,
         layout=layout,
-        hparams=request.hparams,
+        hparams=request.hparams.replace(num_workers=max(workers, 1)),
         mlflow_tracking_uri=request.mlflow_tracking_uri,
         mlflow_experiment=request.mlflow_experiment,
         mlflow_run_name=request.mlflow_run_name,
@@ -113,6 +116,10 @@ def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_
     Path(request.run_uri).mkdir(parents=True, exist_ok=True)
     if staging is not None:
         run_on_cluster(request.pytorchjob, job, staging, staging.root.name)
+    elif workers == 0:
+        logger.info("Training in this process: %s rows are below %s (num_workers: auto)", train_rows,
+                    IN_PROCESS_MAX_TRAIN_ROWS)  # fmt: skip
+        run_in_process(job, logs.open_path(), logs.shown_log, threads=os.cpu_count())
     else:
         launch(job, Path(request.work_dir) / "job.json", logs.open_path(), logs.shown_log)
     return TrainResult.load(Path(request.run_uri) / contracts.RESULT_FILE)
@@ -144,12 +151,12 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     (export_dir / contracts.LAYOUT_FILE).write_text(layout.to_json())
     # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
     data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
-    materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
+    counts = materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
     check_materialized_labels(data_dir, list(request.transformed_uris), layout, request.dataset)
     seconds["materialize"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    result = _train(request, layout, export_dir, data_dir, staging, logs)
+    result = _train(request, layout, export_dir, data_dir, staging, logs, counts["train"])
     seconds["train"] = time.perf_counter() - tick
 
     tick = time.perf_counter()

@@ -22,6 +22,21 @@ from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, reports_errors
 logger = logging.getLogger("torchtfx")
 
 
+class _AutoOrInt(click.ParamType):
+    """``auto`` or a whole number (range checks are the hyperparameters' own)."""
+
+    name = "auto|N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither 'auto' nor a whole number", param, ctx)
+
+
+AUTO_OR_INT = _AutoOrInt()
 _OWN_LOGGERS = ("torchtfx",)  # every module logs under torchtfx.*: __name__, or "torchtfx.train" in the DDP workers
 _PROGRESS = ("Component ", "Skipping component ")
 
@@ -107,17 +122,19 @@ def cli(verbose: bool) -> None:
 @click.option("--seed", type=int, default=TrainerHParams.default_of("seed"), show_default=True)
 @click.option(
     "--num-workers",
-    type=int,
+    type=AUTO_OR_INT,
     default=TrainerHParams.default_of("num_workers"),
     show_default=True,
-    help="DDP processes.",
+    help="DDP processes; auto: one worker in the pipeline's own process below 50,000 training rows, else one per "
+    "GPU, or 2 on CPU.",
 )
 @click.option(
     "--sync-every",
-    type=int,
+    type=AUTO_OR_INT,
     default=TrainerHParams.default_of("sync_every"),
     show_default=True,
-    help="DDP: 1 all-reduces gradients every step; N > 1 averages parameters every N steps (local SGD).",
+    help="DDP: 1 all-reduces gradients every step; N > 1 averages parameters every N steps (local SGD); auto: 1 "
+    "on GPUs, 16 on CPU.",
 )
 @click.option(
     "--max-restarts",

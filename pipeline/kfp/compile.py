@@ -53,6 +53,14 @@ def trainer_hparams(settings: KubeflowSettings, dataset: DatasetConfig | None = 
     return hparams.replace(num_workers=workers, use_gpu=gpus > 0)
 
 
+def _workers_per_node(settings: KubeflowSettings) -> int:
+    """A PyTorchJob starts a fixed number of workers per node: ``auto`` on CPU nodes is ``CPU_WORKERS``."""
+    from torchtfx.components.torch_trainer.hparams import CPU_WORKERS
+
+    workers = trainer_hparams(settings).num_workers
+    return CPU_WORKERS if workers == "auto" else workers
+
+
 def pytorchjob_json(settings: KubeflowSettings) -> str:
     """The PyTorchJob settings the Trainer step uses when training spans several nodes ('' = in-pod)."""
     trainer = settings.trainer
@@ -66,7 +74,7 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
         namespace=trainer.namespace,
         image=settings.image,
         num_nodes=trainer.num_nodes,
-        nproc_per_node=trainer_hparams(settings).num_workers,
+        nproc_per_node=_workers_per_node(settings),
         gpus_per_node=trainer.gpus_per_node,
         gpu_resource=trainer.gpu_type,
         cpu=_cpu_quantity(trainer.resources.cpu),

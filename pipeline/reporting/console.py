@@ -28,7 +28,8 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
         failures = gate_results.gate_failures(evaluation.uri)
     parity = "n/a" if summary.parity is None else f"{summary.parity:.3g}"
     click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {parity}")
-    click.echo(f"DDP workers: {summary.ddp_workers}")
+    workers = summary.ddp_workers
+    click.echo(f"Training workers: {workers}" + (" (DDP)" if workers and workers > 1 else ""))
     precision = precision_line(summary)
     if precision:
         click.echo(precision)

@@ -66,16 +66,18 @@ def test_fault_pipeline_killed_during_the_trainer_leaves_no_worker_and_resumes_f
     the workers train: no worker or agent outlives it; the same command again reuses every completed component
     through MLMD caching and finishes."""
     log = tmp_path / "first.log"
+    # 2,000 rows would train in the pipeline's own process (num_workers auto): ask for the DDP workers whose
+    # orphaning this test is about.
+    args = _run_args(sample, tmp_path, "--epochs", "4", "--num-workers", "2")
     with log.open("w") as out:
-        first = subprocess.Popen(_run_args(sample, tmp_path, "--epochs", "4"), stdout=out, stderr=subprocess.STDOUT,
-                                 start_new_session=True)  # fmt: skip
+        first = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     _wait_for(lambda: len(_workers(tmp_path)) == 2 and "epoch 1/" in log.read_text(), "workers training", log, first)
     training = _training_processes(tmp_path)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     _, alive = psutil.wait_procs(training, timeout=20)
     assert alive == [], [" ".join(p.cmdline()) for p in alive]
-    second = subprocess.run(_run_args(sample, tmp_path, "--epochs", "4"), capture_output=True, text=True, timeout=1200)
+    second = subprocess.run(args, capture_output=True, text=True, timeout=1200)
     assert second.returncode == 0, second.stderr[-3000:]
     stages = {s.node: s.state for s in helpers.metadata(tmp_path / "pipeline").stages}
     assert all(stages[node] == "CACHED" for node in BEFORE_TRAINER), stages

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from torchtfx.components.torch_trainer.cluster import lifeline
 from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
+from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,18 @@ class TrainingFailedError(RuntimeError):
     """The DDP workers exited with an error; the message carries the tail of their log."""
 
 
+def ddp_workers(hp: TrainerHParams) -> int:
+    """The workers torchrun starts: the number asked for, or for ``auto`` the DDP choice (one per GPU, else
+    ``CPU_WORKERS``); the executor decides before this whether small data trains in its own process."""
+    import torch
+
+    return (
+        hp.workers_for(IN_PROCESS_MAX_TRAIN_ROWS, torch.cuda.device_count())
+        if hp.num_workers == "auto"
+        else (hp.num_workers)
+    )
+
+
 def torchrun_command(job_path: Path, job: TrainJob) -> list[str]:
     hp = job.hparams
     # A restarted worker first checks the marker of a failure that restarting cannot cure (worker/fatal.py).
@@ -38,7 +51,7 @@ def torchrun_command(job_path: Path, job: TrainJob) -> list[str]:
     return lifeline.wrap([
         sys.executable, "-m", "torch.distributed.run",
         "--standalone", "--nnodes=1",
-        f"--nproc-per-node={hp.num_workers}",
+        f"--nproc-per-node={ddp_workers(hp)}",
         f"--max-restarts={hp.max_restarts}",
         # torchrun starts "python -u -m <module> <args>": here the lifeline, which execs the worker.
         "-m", *worker[2:],
@@ -77,7 +90,7 @@ def launch(job: TrainJob, job_path: Path, log_path: Path, shown_log: str | None 
     ``shown_log`` (default ``log_path``) as the full log: where the log is kept after a failed run."""
     job.save(job_path)
     command = torchrun_command(job_path, job)
-    logger.info("Starting %s DDP workers: %s", job.hparams.num_workers, " ".join(command))
+    logger.info("Starting %s DDP workers: %s", ddp_workers(job.hparams), " ".join(command))
     tail: collections.deque[str] = collections.deque(maxlen=40)
     with log_path.open("w") as log:
         proc = subprocess.Popen(command, env=worker_env(job.hparams.threads_per_worker), stdout=subprocess.PIPE,

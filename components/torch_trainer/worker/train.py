@@ -143,7 +143,8 @@ class Trainer:
         self.model.train()
         self.train_batches.set_epoch(epoch)
         total = torch.zeros(2, dtype=torch.float64, device=self.ctx.device)
-        local_sgd = self.hp.sync_every > 1 and self.ctx.world_size > 1
+        sync_every = self.hp.sync_steps(self.ctx.device.type)
+        local_sgd = sync_every > 1 and self.ctx.world_size > 1
         for step, (dense, categorical, label) in enumerate(self.train_batches, start=1):
             dense, categorical, label = (t.to(self.ctx.device, non_blocking=True) for t in (dense, categorical, label))
             self.optimizer.zero_grad(set_to_none=True)
@@ -161,7 +162,7 @@ class Trainer:
             self.schedule.step()
             skipped = self.amp and self.scaler.get_scale() < scale  # GradScaler skipped this step
             self.guard.after_step(epoch + 1, step, loss, grad_norm, skipped)
-            if local_sgd and step % self.hp.sync_every == 0:
+            if local_sgd and step % sync_every == 0:
                 average_parameters(self.model.parameters(), None)
             total += torch.stack([loss.detach().double() * len(label), torch.tensor(len(label), device=total.device)])
         if local_sgd:
@@ -248,7 +249,7 @@ def run(job: TrainJob) -> None:
     ctx = setup(job.hparams.use_gpu, job.hparams.threads_per_worker)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
     try:
-        _run(job, ctx)
+        train_and_publish(job, ctx)
     except Exception as err:
         if not is_peer_failure(err):  # a restart would fail the same way: stop the restarts
             record_fatal(job.run_dir, ctx.rank, err)
@@ -257,7 +258,7 @@ def run(job: TrainJob) -> None:
         dist.destroy_process_group()
 
 
-def _run(job: TrainJob, ctx: DistContext) -> None:
+def train_and_publish(job: TrainJob, ctx: DistContext) -> None:
     """Load, train with early stopping, restore the best epoch, and (rank 0) publish."""
     train_split, eval_split, model = load_train_objs(job, ctx)
     model = model.to(ctx.device)  # before the optimizer takes its parameters

@@ -87,19 +87,22 @@ def test_report_judges_each_ddp_variant_against_one_worker(tmp_path):
          "wall_seconds_with_process_start": 30.0, "examples_per_second_each_round": [39000.0, 41000.0]},
         {"name": "2 workers, DDP", "workers": 2, "examples_per_second": 48000.0, "eval_auc": 0.938, "speedup": 1.2,
          "auc_difference": 0.0, "wall_seconds_with_process_start": 28.0},
-        {"name": "2 workers, local SGD every 8 steps", "workers": 2, "examples_per_second": 72000.0,
+        {"name": "2 workers, default settings", "workers": 2, "examples_per_second": 72000.0,
          "eval_auc": 0.936, "speedup": 1.8, "auc_difference": 0.002, "wall_seconds_with_process_start": 20.0},
     ]  # fmt: skip
+    small = {"train_rows": 9000, "rounds": 2, "wall_ratio": 0.2, "runs": {
+        "in_process": {"wall_seconds_with_process_start": 2.0, "eval_auc": 0.93},
+        "torchrun_2_workers": {"wall_seconds_with_process_start": 10.0, "eval_auc": 0.93}}}  # fmt: skip
     ddp = {"train_rows": 1000, "epochs": 3, "rounds": 2, "runs": runs, "target_speedup": 1.7,
-           "target_auc_difference": 0.005}  # fmt: skip
+           "target_auc_difference": 0.005, "small_data": small}  # fmt: skip
     (tmp_path / "ddp.json").write_text(json.dumps(ddp))
     text = write_report(tmp_path).read_text()
     assert "| 1 worker | 40000 | 39000, 41000 | 1.00x |" in text
-    assert "- 2 workers, DDP: speed-up 1.20x (target ≥ 1.7), AUC difference 0.0000 (target ≤ 0.005): **not met**" in (
-        text
-    )
-    assert "- 2 workers, local SGD every 8 steps: speed-up 1.80x" in text
-    assert "(target ≤ 0.005): met." in text
+    # Only the default settings are held to the target; the other variants are there to compare.
+    assert "- 2 workers, DDP: speed-up 1.20x (target ≥ 1.7 with the default settings), AUC difference 0.0000 " in text
+    assert "(target ≤ 0.005): for comparison." in text
+    assert "- 2 workers, default settings: speed-up 1.80x" in text and "(target ≤ 0.005): met." in text
+    assert "one worker in the executor's process 2.0 s (AUC 0.9300) against 2 DDP workers under torchrun 10.0 s" in text
 
 
 def test_input_path_bench_trains_in_process_from_arrays_and_from_memory(tmp_path, tiny_taxi):

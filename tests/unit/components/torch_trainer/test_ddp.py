@@ -117,7 +117,7 @@ def test_worker_failure_surfaces_with_the_log_tail(tmp_path, tiny_taxi):
 def test_hyperparameters_are_validated_before_any_work():
     with pytest.raises(HParamsError, match="batch_size: Input should be greater than 0, got 0"):
         TrainerHParams(batch_size=0)
-    with pytest.raises(HParamsError, match="sync_every: Input should be greater than 0, got 0"):
+    with pytest.raises(HParamsError, match="sync_every: must be 'auto' or a whole number >= 1, got 0"):
         TrainerHParams(sync_every=0)
     with pytest.raises(HParamsError, match="unknown key lr; allowed keys here: batch_size, "):
         TrainerHParams.parse({"lr": 1})
