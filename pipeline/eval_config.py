@@ -118,13 +118,29 @@ def _regression_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     return metrics + [tfma.MetricConfig(class_name=n) for n in REGRESSION_REPORTED if n not in bounded]
 
 
+# TFMA's defaults are 10,000 thresholds for AUC and AUC-PR and 1,000 calibration buckets; every slice pays for
+# them (make bench, evaluator: our taxi evaluation 7.59 -> 6.16 s with these). 1,000 thresholds are as exact:
+# on taxi's eval split AUC 0.939693 (1,000) and 0.939828 (10,000) against 0.939623 computed from the ranks. The
+# report regroups the calibration buckets into 10 bins.
+METRIC_RESOLUTION = {
+    "AUC": '"num_thresholds": 1000',
+    "AUCPrecisionRecall": '"num_thresholds": 1000',
+    "CalibrationPlot": '"num_buckets": 100',
+}
+
+
 def build_metrics_specs(dataset: DatasetConfig, gates: GateConfig) -> list[tfma.MetricsSpec]:
     """The task's metrics and thresholds (independent of the model: the unit tests run them on raw data)."""
     if dataset.task == BINARY:
-        return [tfma.MetricsSpec(metrics=build_metrics(gates))]
-    if dataset.task == MULTICLASS:
-        return _multiclass_specs(dataset.label.num_classes, gates)
-    return [tfma.MetricsSpec(metrics=_regression_metrics(gates))]
+        specs = [tfma.MetricsSpec(metrics=build_metrics(gates))]
+    elif dataset.task == MULTICLASS:
+        specs = _multiclass_specs(dataset.label.num_classes, gates)
+    else:
+        specs = [tfma.MetricsSpec(metrics=_regression_metrics(gates))]
+    for spec in specs:
+        for metric in spec.metrics:
+            metric.config = METRIC_RESOLUTION.get(metric.class_name, metric.config)
+    return specs
 
 
 def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tfx import v1 as tfx
+# TFX's modules, not ``tfx.v1``: that facade also imports its Google Cloud extensions (google.cloud.aiplatform),
+# measured at 2.9 s and 150 MB of RSS added to every `torchtfx run` that uses none of them.
+from tfx.components import Evaluator, ExampleValidator, StatisticsGen, Transform
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2
 
 from torchtfx.components.champion.component import ChampionModel
@@ -57,7 +61,7 @@ def create_pipeline(
     enable_data_gate: bool = True,
     pytorchjob_json: str = "",
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE,
-) -> tfx.dsl.Pipeline:
+) -> Pipeline:
     """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator (-> DataGate) -> Transform ->
     TorchTrainer -> Evaluator (gates vs ChampionModel) -> Promoter (TF Serving layout under
     ``serving_model_dir``, MLflow registry aliases).
@@ -70,14 +74,12 @@ def create_pipeline(
     ``continue`` trains untracked with a loud warning (the Promoter still refuses to promote).
     """
     example_gen = _example_gen(data_root, dataset)
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
-        contracts.STATISTICS_GEN_ID
-    )
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=str(dataset.schema_path)).with_id(contracts.SCHEMA_GEN_ID)
-    example_validator = tfx.components.ExampleValidator(
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(contracts.STATISTICS_GEN_ID)
+    schema_gen = ImportSchemaGen(schema_file=str(dataset.schema_path)).with_id(contracts.SCHEMA_GEN_ID)
+    example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(contracts.EXAMPLE_VALIDATOR_ID)
-    transform = tfx.components.Transform(
+    transform = Transform(
         examples=example_gen.outputs["examples"],
         schema=schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
@@ -118,7 +120,7 @@ def create_pipeline(
         mlflow_unreachable=mlflow_unreachable,
         pipeline_root=pipeline_root,
     ).with_id(contracts.TRAINER_ID)
-    evaluator = tfx.components.Evaluator(
+    evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=champion.outputs["champion"],
@@ -140,7 +142,7 @@ def create_pipeline(
         serving_load_timeout_s=serving_load_timeout_s,
     ).with_id(contracts.PROMOTER_ID)
     components += [transform, trainer, champion, evaluator, promoter]
-    return tfx.dsl.Pipeline(
+    return Pipeline(
         pipeline_name=pipeline_name,
         pipeline_root=pipeline_root,
         components=components,

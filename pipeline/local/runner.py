@@ -122,13 +122,14 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     # Fail fast (seconds, not MLflow's minutes of retries) when the tracking server does not answer.
     tracking_uri_or_none(resolve_tracking_uri(settings.mlflow_default_uri), settings.mlflow_unreachable, "The run")
 
-    from tfx import v1 as tfx
+    from tfx.orchestration import metadata
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from torchtfx.pipeline.pipeline import create_pipeline
 
     settings.root.mkdir(parents=True, exist_ok=True)
     (settings.root / "mlflow").mkdir(exist_ok=True)
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(str(settings.metadata_path))
+    connection = metadata.sqlite_metadata_connection_config(str(settings.metadata_path))
     pipeline = create_pipeline(
         pipeline_name=settings.pipeline_name,
         pipeline_root=str(settings.root / "tfx"),
@@ -152,7 +153,7 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     )
     logger.info("Running %s on %s (pipeline root %s)", settings.pipeline_name, data_dir, settings.root)
     started = time.perf_counter()
-    tfx.orchestration.LocalDagRunner().run(pipeline)
+    LocalDagRunner().run(pipeline)
     wall = time.perf_counter() - started
     summary = latest_run(connection)
     if summary is None:

@@ -9,7 +9,7 @@ import tensorflow_model_analysis as tfma
 from torchtfx.components.promoter.gate_results import metric_label
 from torchtfx.data.config.dataset import PROJECT_ROOT, load_dataset_config
 from torchtfx.data.config.gates import GateConfig
-from torchtfx.pipeline.eval_config import REPORTED_METRICS, build_eval_config
+from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, REPORTED_METRICS, build_eval_config
 
 
 def _metrics(config: tfma.EvalConfig) -> dict[str, tfma.MetricConfig]:
@@ -302,3 +302,14 @@ def test_a_binary_candidate_with_an_auc_drop_beyond_max_auc_drop_is_still_reject
     failures = _judged(load_dataset_config("taxi"), GateConfig(), frame, tmp_path, monkeypatch)
     assert [(f.metric, f.is_change, f.threshold) for f in failures] == [("auc", True, "candidate - champion >= -0.01")]
     assert (failures[0].candidate, failures[0].champion) == (pytest.approx(0.75, abs=1e-3), pytest.approx(1.0))
+
+
+@pytest.mark.parametrize("dataset", ["taxi", "taxi_payment"])
+def test_curve_metrics_use_1000_thresholds_and_a_100_bucket_calibration_plot(dataset):
+    """TFMA's defaults (10,000 thresholds, 1,000 buckets) cost every slice; 1,000 thresholds measured as exact."""
+    cfg = load_dataset_config(dataset)
+    configs = [
+        (m.class_name, m.config) for spec in build_eval_config(cfg, cfg.gates).metrics_specs for m in spec.metrics
+    ]
+    curves = [(name, config) for name, config in configs if name in ("AUC", "AUCPrecisionRecall", "CalibrationPlot")]
+    assert curves and all(config == METRIC_RESOLUTION[name] for name, config in curves)
