@@ -87,7 +87,7 @@ def evaluator_costs(model_dir: Path, examples_dir: Path, dataset, work: Path) ->
         "rounds": seconds,
         "ratio_to_reference": {name: value / base for name, value in median.items()},
         "extra_seconds": {name: value - base for name, value in median.items() if name.startswith("+")},
-        "slices": [str(s) for s in variants["ours"][1]],
+        "slices": [", ".join(s.feature_keys) or "Overall" for s in variants["ours"][1]],
         "target_ratio_equal_slices": 1.2,
     }
 
@@ -104,7 +104,8 @@ def report_lines(r: dict) -> list[str]:
         "| variant | seconds | x reference |",
         "|---|---:|---:|",
     ]
-    lines += [f"| {name} | {seconds[name]:.2f} | {ratio[name]:.2f} |" for name in seconds]
+    order = ["reference", "ours_overall", "ours", *sorted(n for n in seconds if n.startswith("+"))]
+    lines += [f"| {name} | {seconds[name]:.2f} | {ratio[name]:.2f} |" for name in order if name in seconds]
     equal = ratio["ours_overall"]
     met = "met" if equal <= r["target_ratio_equal_slices"] else "**not met**"
     lines += [
