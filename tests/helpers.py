@@ -143,3 +143,29 @@ def write_sample(rows: list[dict[str, str]], directory: Path, fieldnames: list[s
         writer.writeheader()
         writer.writerows(rows)
     return directory
+
+
+def diverging_model_source(finite_steps: int) -> str:
+    """A model file's source: finite for ``finite_steps`` training steps of its process, then the sqrt of a
+    negative number, NaN in forward, as research code produces. The factory is ``build``."""
+    return f"""
+import torch
+from torch import nn
+
+
+class Diverging(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.lin = nn.Linear(len(spec.dense_features), 1)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, dense, categorical):
+        if self.training:
+            self.calls += 1
+        shift = -1.0 if self.calls > {finite_steps} else 1.0
+        return torch.sqrt(self.lin(dense).squeeze(1) ** 2 + shift) + 0 * categorical[:, 0]
+
+
+def build(spec):
+    return Diverging(spec)
+"""

@@ -92,36 +92,12 @@ def test_a_factory_that_cannot_be_loaded_stops_before_the_pipeline_runs(zoo_root
     assert not (tmp_path / "never").exists()
 
 
-LATE_DIVERGING_MODEL = """
-import torch
-from torch import nn
-
-
-class LateDiverging(nn.Module):
-    '''Finite through epoch 1 (16 steps per worker on this sample), NaN from epoch 2 on.'''
-
-    def __init__(self, spec):
-        super().__init__()
-        self.lin = nn.Linear(len(spec.dense_features), 1)
-        self.register_buffer("calls", torch.zeros(()))
-
-    def forward(self, dense, categorical):
-        if self.training:
-            self.calls += 1
-        shift = -1.0 if self.calls > 20 else 1.0
-        return torch.sqrt(self.lin(dense).squeeze(1) ** 2 + shift) + 0 * categorical[:, 0]
-
-
-def build(spec):
-    return LateDiverging(spec)
-"""
-
-
 def test_a_failed_training_names_a_log_that_exists_with_the_last_checkpoint_summary(zoo_root, tmp_path):
     """TFX deletes a failed execution's outputs (the ModelRun with its train.log): the message must name a log
     that still exists, under <TFX pipeline root>/logs/<run id>/, beside the last checkpoint's summary."""
     model = tmp_path / "late_diverging.py"
-    model.write_text(LATE_DIVERGING_MODEL)
+    # 2,000 training rows in batches of 64 train in process (num_workers auto): 32 steps an epoch.
+    model.write_text(helpers.diverging_model_source(finite_steps=40))
     proc = _run(zoo_root, "--model", f"{model}:build")
     assert proc.returncode == 1, proc.stderr[-3000:]
     # The message leads with the worker's own error, not torchrun's "child failed" traceback.

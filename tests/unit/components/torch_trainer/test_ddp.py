@@ -124,38 +124,14 @@ def test_hyperparameters_are_validated_before_any_work():
     assert np.isclose(TrainerHParams.from_json(TrainerHParams().to_json()).learning_rate, 3e-3)
 
 
-DIVERGING_MODEL = """
-import torch
-from torch import nn
-
-
-class Diverging(nn.Module):
-    '''Finite for two steps, then sqrt of a negative number: NaN in forward, as research code produces.'''
-
-    def __init__(self, spec):
-        super().__init__()
-        self.lin = nn.Linear(len(spec.dense_features), 1)
-        self.register_buffer("calls", torch.zeros(()))
-
-    def forward(self, dense, categorical):
-        if self.training:
-            self.calls += 1
-        shift = -1.0 if self.calls > 2 else 1.0
-        return torch.sqrt(self.lin(dense).squeeze(1) ** 2 + shift) + 0 * categorical[:, 0]
-
-
-def build(spec):
-    return Diverging(spec)
-"""
-
-
 @pytest.mark.parametrize("detect_anomaly", [False, True])
 def test_a_diverging_model_stops_naming_epoch_step_and_rank(tmp_path, tiny_taxi, detect_anomaly):
     """Real torchrun workers: a NaN loss stops training at once (it would otherwise train on at NaN); with
     --detect-anomaly the message also names where the NaN appeared."""
     path = tmp_path / "diverging.py"
-    path.write_text(DIVERGING_MODEL)
-    model = {"factory": f"{path}:build", "source": DIVERGING_MODEL}
+    source = helpers.diverging_model_source(finite_steps=2)
+    path.write_text(source)
+    model = {"factory": f"{path}:build", "source": source}
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, model=model, detect_anomaly=detect_anomaly)
     # The message leads with the worker's own error, not torchrun's "child failed" report after it.
     with pytest.raises(TrainingFailedError, match=r"exit code 1\): rank \d: TrainingDiverged: Training diverged at "):

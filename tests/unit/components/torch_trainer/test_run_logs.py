@@ -17,29 +17,6 @@ from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
 from torchtfx.components.torch_trainer.constants import CHECKPOINT_META_FILE
 from torchtfx.components.torch_trainer.run_logs import RunLogs, default_log_root, log_root_for, run_log_dir
 
-# Finite for the first epoch (5 steps per rank), NaN from epoch 2 on: one checkpoint exists when training fails.
-LATE_DIVERGING_MODEL = """
-import torch
-from torch import nn
-
-
-class LateDiverging(nn.Module):
-    def __init__(self, spec):
-        super().__init__()
-        self.lin = nn.Linear(len(spec.dense_features), 1)
-        self.register_buffer("calls", torch.zeros(()))
-
-    def forward(self, dense, categorical):
-        if self.training:
-            self.calls += 1
-        shift = -1.0 if self.calls > 7 else 1.0
-        return torch.sqrt(self.lin(dense).squeeze(1) ** 2 + shift) + 0 * categorical[:, 0]
-
-
-def build(spec):
-    return LateDiverging(spec)
-"""
-
 
 def _request(tmp_path: Path, job, log_dir: str) -> flow.TrainRequest:
     return flow.TrainRequest(
@@ -52,8 +29,10 @@ def _request(tmp_path: Path, job, log_dir: str) -> flow.TrainRequest:
 
 def test_a_failed_training_names_a_log_that_still_exists_with_the_last_checkpoint(tmp_path, tiny_taxi, monkeypatch):
     path = tmp_path / "late.py"
-    path.write_text(LATE_DIVERGING_MODEL)
-    model = {"factory": f"{path}:build", "source": LATE_DIVERGING_MODEL}
+    # Finite for the first epoch (5 steps per rank), NaN from epoch 2 on: one checkpoint exists when it fails.
+    source = helpers.diverging_model_source(finite_steps=7)
+    path.write_text(source)
+    model = {"factory": f"{path}:build", "source": source}
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, model=model, batch_size=64)
     log_dir = run_log_dir(log_root_for(str(tmp_path / "root")), "2026-12-04T10:00:00.5", "7")
 
