@@ -237,3 +237,24 @@ def test_report_judges_the_evaluator_at_equal_slices(tmp_path):
     text = write_report(tmp_path).read_text()
     assert "| +AUC | 5.00 | 1.25 |" in text
     assert "ours takes 1.50x the reference's (target ≤ 1.2): **not met**" in text
+
+
+def test_report_judges_scale_memory_on_pss_not_summed_rss(tmp_path):
+    # The target is PSS: summed RSS counts TF's and torch's shared pages once per process.
+    def run(rows: int, rss: float, pss: float, wall: float) -> dict:
+        return {
+            "rows": rows,
+            "wall_seconds": wall,
+            "peak_rss_gib": rss,
+            "peak_pss_gib": pss,
+            "stages": {"Evaluator": 1.0},
+        }
+
+    result = {"runs": [run(1_000_000, 3.9, 2.9, 500.0), run(5_000_000, 4.6, 3.6, 1600.0)], "pss_target_gib": 4.0,
+              "time_ratio": 3.2, "rows_ratio": 5.0, "time_ratio_target": 5.5}  # fmt: skip
+    (tmp_path / "scale.json").write_text(json.dumps(result))
+    text = write_report(tmp_path).read_text()
+    assert "Peak PSS 3.60 GiB (target ≤ 4.0): met; summed RSS 4.60 GiB" in text
+    result["runs"][1]["peak_pss_gib"] = 4.2
+    (tmp_path / "scale.json").write_text(json.dumps(result))
+    assert "Peak PSS 4.20 GiB (target ≤ 4.0): **not met**" in write_report(tmp_path).read_text()
