@@ -55,11 +55,19 @@ def _reference_section(r: dict) -> list[str]:
         f"Wall ratio {r['wall_ratio']:.2f} (target ≤ {r['target_wall_ratio']}): "
         f"{_met(r['wall_ratio'] <= r['target_wall_ratio'])}; "
         f"AUC {auc:.4f} (target ≥ {r['target_auc']}): {_met(auc >= r['target_auc'])}.",
+        *_pss_ratio_line(ours, ref, r.get("target_pss_ratio", 1.5)),
         "",
         "![stage times](stages_vs_reference.png)",
         "",
     ]
     return lines
+
+
+def _pss_ratio_line(ours: dict, ref: dict, target: float) -> list[str]:
+    if not ours.get("peak_pss_gib") or not ref.get("peak_pss_gib"):
+        return []  # results from before PSS was sampled
+    ratio = ours["peak_pss_gib"] / ref["peak_pss_gib"]
+    return [f"Peak PSS ratio {ratio:.2f} (target ≤ {target}): {_met(ratio <= target)}."]
 
 
 def _trainer_sections(results: dict) -> list[str]:

@@ -56,10 +56,10 @@ def test_failed_command_is_reported_not_raised(tmp_path):
 def _reference_result(our_wall: float, auc: float) -> dict:
     stages = {"CsvExampleGen": 10.0, "Transform": 30.0, "Evaluator": 20.0}
     return {
-        "ours": {"wall_seconds": our_wall, "peak_rss_gib": 1.0, "stages": {**stages, "TorchTrainer": 25.0},
-                 "metrics": {"auc": auc}},
-        "reference": {"wall_seconds": 150.0, "peak_rss_gib": 1.5, "stages": {**stages, "Trainer": 60.0},
-                      "metrics": {"auc": 0.929}},
+        "ours": {"wall_seconds": our_wall, "peak_rss_gib": 1.0, "peak_pss_gib": 0.8,
+                 "stages": {**stages, "TorchTrainer": 25.0}, "metrics": {"auc": auc}},
+        "reference": {"wall_seconds": 150.0, "peak_rss_gib": 1.5, "peak_pss_gib": 1.0,
+                      "stages": {**stages, "Trainer": 60.0}, "metrics": {"auc": 0.929}},
         "wall_ratio": our_wall / 150.0,
         "target_wall_ratio": 0.8,
         "target_auc": 0.935,
@@ -71,6 +71,7 @@ def test_report_says_which_targets_are_met(tmp_path):
     text = write_report(tmp_path).read_text()
     assert "| Trainer | 25.0 | 60.0 |" in text
     assert "Wall ratio 0.67 (target ≤ 0.8): met" in text
+    assert "Peak PSS ratio 0.80 (target ≤ 1.5): met." in text
     assert (tmp_path / "stages_vs_reference.png").stat().st_size > 0
 
 
