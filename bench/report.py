@@ -55,7 +55,7 @@ def _reference_section(r: dict) -> list[str]:
         f"Wall ratio {r['wall_ratio']:.2f} (target ≤ {r['target_wall_ratio']}): "
         f"{_met(r['wall_ratio'] <= r['target_wall_ratio'])}; "
         f"AUC {auc:.4f} (target ≥ {r['target_auc']}): {_met(auc >= r['target_auc'])}.",
-        *_pss_ratio_line(ours, ref, r.get("target_pss_ratio", 1.5)),
+        *_pss_ratio_line(ours, ref, r["target_pss_ratio"]),
         "",
         "![stage times](stages_vs_reference.png)",
         "",
@@ -64,8 +64,6 @@ def _reference_section(r: dict) -> list[str]:
 
 
 def _pss_ratio_line(ours: dict, ref: dict, target: float) -> list[str]:
-    if not ours.get("peak_pss_gib") or not ref.get("peak_pss_gib"):
-        return []  # results from before PSS was sampled
     ratio = ours["peak_pss_gib"] / ref["peak_pss_gib"]
     return [f"Peak PSS ratio {ratio:.2f} (target ≤ {target}): {_met(ratio <= target)}."]
 
@@ -217,7 +215,7 @@ def _scale_section(r: dict) -> list[str]:
         by_process = sorted(run.get("peak_rss_mib_by_process", {}).items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{_process_label(name)} {mib}" for name, mib in by_process if mib >= 64)
         lines.append(f"- {run['rows']:,} rows: {shown}")
-    target = r.get("pss_target_gib", r.get("rss_target_gib", 4.0))  # results written before the target named PSS
+    target = r["pss_target_gib"]
     lines += [
         "",
         f"Peak PSS {peak_pss:.2f} GiB (target ≤ {target}): {_met(peak_pss <= target)}; "

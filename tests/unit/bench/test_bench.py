@@ -63,6 +63,7 @@ def _reference_result(our_wall: float, auc: float) -> dict:
         "wall_ratio": our_wall / 150.0,
         "target_wall_ratio": 0.8,
         "target_auc": 0.935,
+        "target_pss_ratio": 1.5,
     }  # fmt: skip
 
 
