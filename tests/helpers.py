@@ -23,6 +23,13 @@ from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.pipeline.preprocessing import transform
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
 
+# Two executions of the same float32 network, or of two graphs that compute the same thing (a rebuilt
+# SavedModel, fused lookups), are not bit-identical across machines: oneDNN picks its kernels (and so the
+# order of a sum) by the CPU's instruction set. Measured on the project's machines: 0.0 on Intel with
+# AVX-512, 5.96e-8 on AMD EPYC without it. Outputs here are probabilities or logits of order 1, so a few
+# float32 ulps (1.19e-7 each at 1.0) bound a rerun; any real change (float16, a wrong row) is 1e-4 or more.
+FLOAT32_RERUN_TOLERANCE = 1e-6
+
 
 def read_schema(path: Path) -> schema_pb2.Schema:
     return io_utils.SchemaReader().read(str(path))

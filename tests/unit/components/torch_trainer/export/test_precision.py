@@ -16,6 +16,7 @@ from tensorflow.core.framework import types_pb2
 from tensorflow.core.protobuf import saved_model_pb2
 from torch import nn
 
+from tests.helpers import FLOAT32_RERUN_TOLERANCE
 from tests.unit.components.torch_trainer.export import bridge_models
 from tests.unit.components.torch_trainer.served_models import NearlyCancelling, export_and_serve, train_briefly
 from torchtfx.components.torch_trainer.export import precision
@@ -333,6 +334,8 @@ def test_the_tf_trt_path_saves_and_serves_a_converted_network(default_mlp, tiny_
     precision._tf_trt_variant(default_mlp / "model.onnx", t.tft_output, t.cfg, t.layout, default_mlp / "copied",
                               convert=shutil.copytree)  # fmt: skip
     assert set(tf.saved_model.load(str(default_mlp / "copied")).signatures) == {"serving_default", "transform_features"}
-    assert _drift(tiny_taxi, default_mlp, "copied", "copy").max_abs_diff == 0.0
+    # The same network in a SavedModel rebuilt around it (see FLOAT32_RERUN_TOLERANCE); a float16 network,
+    # what this path must not be confused with, is 5e-4 off.
+    assert _drift(tiny_taxi, default_mlp, "copied", "copy").max_abs_diff <= FLOAT32_RERUN_TOLERANCE
     if not tf.config.list_physical_devices("GPU"):
         assert not precision.tf_trt_available()  # so build_reduced_precision_variant builds the float16 network
