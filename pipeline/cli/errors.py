@@ -34,7 +34,7 @@ STAGE_FAILURES = (
     ("torchtfx.components.data_gate.anomalies", "DataValidationError"),
     ("torchtfx.components.champion.resolve", "ChampionError"),
     ("torchtfx.components.torch_trainer.cluster.launch", "TrainingFailedError"),
-    ("torchtfx.components.torch_trainer.cluster.pytorchjob_runner", "PyTorchJobFailedError"),
+    ("torchtfx.components.torch_trainer.cluster.job_runner", "ClusterJobFailedError"),  # TrainJob and PyTorchJob
     ("torchtfx.components.torch_trainer.export.onnx_export", "ExportError"),
     ("torchtfx.components.torch_trainer.export.translator", "ConversionError"),
     ("torchtfx.components.torch_trainer.export.parity", "ParityError"),

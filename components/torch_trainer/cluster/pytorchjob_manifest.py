@@ -1,5 +1,17 @@
-"""The kubeflow.org/v1 PyTorchJob manifest for multi-node DDP: Master + Workers (or elastic Workers), each pod
-running the same torchrun entry point as the local path."""
+"""The kubeflow.org/v1 PyTorchJob manifest for multi-node DDP (Training Operator v1): Master + Workers (or elastic
+Workers), each pod running the same torchrun entry point as the local path. Also the naming, namespace and command
+helpers that the TrainJob manifest (trainjob_manifest.py) shares.
+
+API facts (github.com/kubeflow/trainer at v1.9.2, the Training Operator v1):
+- group/version/plural kubeflow.org/v1 pytorchjobs; ``nprocPerNode`` is a *string
+  (pkg/apis/kubeflow.org/v1/pytorch_types.go:95@v1.9.2);
+- ``elasticPolicy`` (pytorch_types.go:82@v1.9.2) with ``rdzvBackend`` c10d (pytorch_types.go:107,146@v1.9.2) and
+  ``maxRestarts`` (pytorch_types.go:123@v1.9.2): elastic restarts live here, and only here (Trainer v2 has none);
+- pod labels training.kubeflow.org/job-name and training.kubeflow.org/replica-type
+  (pkg/apis/kubeflow.org/v1/common_types.go:28,34@v1.9.2);
+- the operator sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (pkg/controller.v1/pytorch/envvar.go:31-35@v1.9.2)
+  and PET_MASTER_PORT/PET_MASTER_ADDR (pkg/controller.v1/pytorch/master.go:18-19@v1.9.2).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +22,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from torchtfx.components.torch_trainer.cluster import pod_spec
 from torchtfx.components.torch_trainer.cluster.lifeline import MODULE as LIFELINE_MODULE
-from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings, cpu_cores
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
 from torchtfx.components.torch_trainer.constants import WORKER_MODULE
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
@@ -38,7 +51,7 @@ def job_namespace(configured: str | None) -> str:
         namespace = ""
     if not namespace:
         namespace = _kubeconfig_namespace() or "default"
-        logger.info("Not in a pod (no %s): PyTorchJob namespace %s", SERVICE_ACCOUNT_NAMESPACE, namespace)
+        logger.info("Not in a pod (no %s): job namespace %s", SERVICE_ACCOUNT_NAMESPACE, namespace)
     return namespace
 
 
@@ -67,7 +80,9 @@ def worker_command(job_path: str, max_restarts: int, fatal_marker: str) -> list[
     through the lifeline, which refuses to start it again after a failure that a restart would only repeat
     (``fatal_marker``, on the shared volume, written by the failing worker: worker/fatal.py)."""
     # On a PyTorchJob the operator sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and
-    # PET_MASTER_PORT (PET_RDZV_* for elastic jobs); torchrun reads PET_<OPTION> as each option's default.
+    # PET_MASTER_PORT (PET_RDZV_* for elastic jobs); on a TrainJob the torch plugin sets the same five
+    # (trainer pkg/runtime/framework/plugins/torch/torch.go:135-158@v2.1.0). torchrun reads PET_<OPTION> as each
+    # option's default.
     return [
         "python", "-m", "torch.distributed.run", f"--max-restarts={max_restarts}",
         "-m", LIFELINE_MODULE, "--unless-exists", fatal_marker,
@@ -76,51 +91,26 @@ def worker_command(job_path: str, max_restarts: int, fatal_marker: str) -> list[
 
 
 def _container(settings: PyTorchJobSettings, command: list[str]) -> dict[str, Any]:
-    resources = {"cpu": settings.cpu, "memory": settings.memory}
-    limits = dict(resources)
-    if settings.gpus_per_node > 0:
-        limits[settings.gpu_resource] = str(settings.gpus_per_node)  # a quantity; requests default to limits
-    threads = max(1, int(cpu_cores(settings.cpu)) // settings.nproc_per_node)
-    env: list[dict[str, Any]] = [
-        {"name": "OMP_NUM_THREADS", "value": str(threads)},
-        {"name": "PYTHONUNBUFFERED", "value": "1"},
-    ]
-    env += [
-        {"name": r.env, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}}
-        for r in settings.env_from_secrets
-    ]
-    mounts = [{"name": f"data-{i}", "mountPath": v.mount_path} for i, v in enumerate(settings.volumes)]
     return {
         "name": CONTAINER,
         "image": settings.image,
         "command": command,
-        "env": env,
+        "env": pod_spec.container_env(settings),
         "ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
-        "resources": {"limits": limits, "requests": resources},
-        "volumeMounts": [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}],
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "resources": pod_spec.resources(settings),
+        "volumeMounts": pod_spec.volume_mounts(settings),
+        "securityContext": pod_spec.container_security_context(),
     }
 
 
 def _pod_template(settings: PyTorchJobSettings, command: list[str], labels: dict[str, str]) -> dict[str, Any]:
-    volumes = [
-        {"name": f"data-{i}", "persistentVolumeClaim": {"claimName": v.claim_name}}
-        for i, v in enumerate(settings.volumes)
-    ]
-    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory"}})  # NCCL/DataLoader need more than 64Mi shm
     spec: dict[str, Any] = {
         "containers": [_container(settings, command)],
-        "volumes": volumes,
-        "securityContext": {"runAsNonRoot": True, "runAsUser": settings.run_as_user},
+        "volumes": pod_spec.volumes(settings),
+        "securityContext": pod_spec.pod_security_context(settings),
+        **pod_spec.scheduling(settings),
     }
-    if settings.node_selector:
-        spec["nodeSelector"] = dict(settings.node_selector)
-    if settings.tolerations:
-        spec["tolerations"] = [t.to_k8s() for t in settings.tolerations]
-    if settings.service_account:
-        spec["serviceAccountName"] = settings.service_account
-    # An Istio sidecar would keep finished pods alive and intercept the rendezvous traffic.
-    metadata = {"labels": dict(labels), "annotations": {"sidecar.istio.io/inject": "false"}}
+    metadata = {"labels": dict(labels), "annotations": dict(pod_spec.POD_ANNOTATIONS)}
     return {"metadata": metadata, "spec": spec}
 
 

@@ -1,5 +1,5 @@
-"""Where and how the replicas of a multi-node PyTorchJob run: typed, validated settings (one config mechanism,
-shared with kubeflow/pools.yaml's node pools, whose tolerations are these)."""
+"""Where and how the nodes of a multi-node job (PyTorchJob or TrainJob) run: typed, validated settings (one config
+mechanism, shared with kubeflow/pools.yaml's node pools, whose tolerations are these)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,20 @@ import pydantic
 from torchtfx.data.config.strict import ConfigError, StrictConfig
 
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def is_secret_name(name: str) -> bool:
+    """A Kubernetes Secret's name: a DNS-1123 subdomain of at most 253 characters."""
+    return bool(_DNS1123_SUBDOMAIN.match(name or "")) and len(name) <= 253
+
+
 TOLERATION_OPERATORS = ("Equal", "Exists")
 TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 
 class PyTorchJobConfigError(ConfigError):
-    """The PyTorchJob settings (or the Kubernetes client configuration) are unusable."""
+    """The multi-node job settings (or the Kubernetes client configuration) are unusable."""
 
 
 class _ClusterSection(StrictConfig):
@@ -108,6 +116,8 @@ class PyTorchJobSettings(_ClusterSection):
     timeout_seconds: int = 24 * 3600
     poll_seconds: float = 10.0
     service_account: str | None = None
+    # Secrets (kubernetes.io/dockerconfigjson) in the job's namespace that let the nodes pull ``image``.
+    image_pull_secrets: tuple[str, ...] = ()
     run_as_user: int = 1000
 
     @property
@@ -122,11 +132,14 @@ class PyTorchJobSettings(_ClusterSection):
             (bool(self.image.strip()), "image must be a non-empty container image reference"),
             (self.namespace is None or (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63),
              f"namespace {self.namespace!r} is not a DNS-1123 label (lowercase alphanumerics and '-', <= 63)"),
-            (n >= 2, f"num_nodes must be >= 2 for a PyTorchJob (got {n}); one node uses the local torchrun path"),
+            (n >= 2, f"num_nodes must be >= 2 for a multi-node job (got {n}); one node uses the local torchrun path"),
             (self.nproc_per_node >= 1, f"nproc_per_node must be >= 1 (got {self.nproc_per_node})"),
             (self.gpus_per_node >= 0, f"gpus_per_node must be >= 0 (got {self.gpus_per_node})"),
             (self.max_restarts >= 0 and self.backoff_limit >= 0, "max_restarts and backoff_limit must be >= 0"),
             (self.timeout_seconds > 0 and self.poll_seconds > 0, "timeout_seconds and poll_seconds must be > 0"),
+            (all(is_secret_name(s) for s in self.image_pull_secrets),
+             f"image_pull_secrets {list(self.image_pull_secrets)}: each must be a Secret name (DNS-1123 subdomain)"),
+            (self.run_as_user > 0, f"run_as_user must be a non-root UID > 0 (got {self.run_as_user})"),
             (cpu_cores(self.cpu) > 0, f"cpu {self.cpu!r} is not a positive Kubernetes CPU quantity"),
             ((lo is None) == (hi is None), "elastic_min_nodes and elastic_max_nodes must be set together"),
             (lo is None or hi is None or 1 <= lo <= hi, f"elastic nodes need 1 <= min <= max (got {lo}, {hi})"),

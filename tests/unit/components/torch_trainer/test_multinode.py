@@ -1,4 +1,4 @@
-"""Multi-node DDP as a PyTorchJob, end to end on one machine.
+"""Multi-node DDP as a PyTorchJob and as a TrainJob, end to end on one machine.
 
 Real: the manifest from ``build_manifest``, the runner's create/poll/delete through the real kubernetes
 client over HTTP, each replica's container command run as a real process with the PET_* environment the
@@ -24,7 +24,10 @@ from kubernetes import client
 
 from tests import helpers
 from tests.fakes.http_server import http_server
+from tests.fakes.trainer_api import LocalTrainer
 from torchtfx.components.shared import contracts
+from torchtfx.components.torch_trainer.cluster.discovery import select_runner
+from torchtfx.components.torch_trainer.cluster.job_runner import ClusterJobFailedError
 from torchtfx.components.torch_trainer.cluster.multinode import run_on_cluster, staging_for
 from torchtfx.components.torch_trainer.cluster.pytorchjob_runner import PyTorchJobFailedError, PyTorchJobRunner
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
@@ -140,3 +143,54 @@ def test_failed_replica_raises_and_keeps_the_staging_folder(tmp_path, tiny_taxi,
     with pytest.raises(PyTorchJobFailedError, match="Failed"):
         run_on_cluster(settings, job, staging, "torchtfx-train-broken", runner)
     assert staging.job_file.is_file()  # kept for diagnosis
+
+
+# ------------------------------------------------------------- TrainJob (Kubeflow Trainer v2)
+
+
+@pytest.fixture
+def trainer(tmp_path):
+    """Fake API server + Trainer v2 controller (tests/fakes/trainer_api.py): real local node processes."""
+    state = LocalTrainer(tmp_path, served=("trainjobs", "pytorchjobs"))
+    with http_server(state.handle) as url:
+        api = client.ApiClient(client.Configuration(host=url))
+        yield state, client.CustomObjectsApi(api), client.CoreV1Api(api)
+        api.close()
+    for name in list(state.procs):
+        state.stop(name)
+
+
+def test_two_node_trainjob_trains_and_brings_outputs_back(tmp_path, tiny_taxi, trainer):
+    """Real: discovery over HTTP picks the TrainJob (both APIs served), the TrainJob manifest, the runner, two node
+    processes with the torch-distributed runtime's PET_* environment, torchrun rendezvous, gloo DDP, the copy back.
+    Simulated: the API server and the Trainer/JobSet controllers (tests/fakes/trainer_api.py)."""
+    state, api, core = trainer
+    job = helpers.tiny_train_job(tmp_path / "local", tiny_taxi, num_workers=1)
+    settings = _settings(tmp_path)
+    runner = select_runner(settings, api, core)
+    assert runner.kind.kind == "TrainJob"
+    staging = staging_for(settings, "torchtfx-train-tj")
+    staging.root.mkdir(parents=True)
+    os.rename(job.data_dir, staging.data_dir)
+    run_on_cluster(settings, job, staging, "torchtfx-train-tj", runner)
+    result = TrainResult.load(Path(job.run_dir) / contracts.RESULT_FILE)
+    assert result.world_size == 2 and result.epochs_run == 3  # 2 nodes x 1 process, one DDP group
+    assert (Path(job.model_dir) / contracts.ONNX_FILE).is_file()
+    assert not staging.root.exists() and not state.jobs and not state.procs  # removed and deleted
+    assert "epoch 3/3" in (tmp_path / "torchtfx-train-tj-node-0-0.log").read_text()
+
+
+def test_failed_trainjob_node_raises_with_its_log_tail(tmp_path, tiny_taxi, trainer):
+    """No arrays staged: every node fails on start; the error carries the Failed condition and a node's log tail
+    (read through the real client from the fake's pod list and pod log), and the TrainJob is deleted."""
+    state, api, core = trainer
+    job = helpers.tiny_train_job(tmp_path / "local", tiny_taxi, num_workers=1)
+    settings = _settings(tmp_path)
+    staging = staging_for(settings, "torchtfx-train-tj-broken")
+    staging.root.mkdir(parents=True)
+    with pytest.raises(ClusterJobFailedError) as err:
+        run_on_cluster(settings, job, staging, "torchtfx-train-tj-broken", select_runner(settings, api, core))
+    text = str(err.value)
+    assert "TrainJob" in text and "Failed=FailedJobs" in text and "node: " in text
+    assert "--- node pod torchtfx-train-tj-broken-node-0-" in text and "log tail:" in text
+    assert staging.job_file.is_file() and not state.jobs

@@ -14,12 +14,13 @@ import pytest
 from kubernetes import client
 
 from tests.fakes.http_server import http_server
+from torchtfx.components.torch_trainer.cluster import job_runner
 from torchtfx.components.torch_trainer.cluster import pytorchjob_manifest as manifests
 from torchtfx.components.torch_trainer.cluster import pytorchjob_runner as runners
 from torchtfx.components.torch_trainer.cluster import pytorchjob_settings as job_settings
 
 NS, NAME = "kubeflow", "taxi-train-0123456789"
-LOGGER = runners.__name__
+LOGGER = job_runner.__name__  # the shared runner logs for both job kinds
 
 
 def settings(**overrides) -> job_settings.PyTorchJobSettings:
@@ -35,6 +36,7 @@ def settings(**overrides) -> job_settings.PyTorchJobSettings:
         volumes=({"claim_name": "pipeline-root", "mount_path": "/mnt/pipeline"},),
         env_from_secrets=({"secret": "mlflow", "key": "password", "env": "MLFLOW_TRACKING_PASSWORD"},),
         service_account="trainer",
+        image_pull_secrets=("registry-pull",),
     )
     base.update(overrides)
     return job_settings.PyTorchJobSettings(**base)
@@ -56,11 +58,20 @@ def _assert_pod_template(template: dict) -> None:
     spec = template["spec"]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": "H100"}
     assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 1000}
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert spec["serviceAccountName"] == "trainer"
     assert {"name": "data-0", "persistentVolumeClaim": {"claimName": "pipeline-root"}} in spec["volumes"]
     (container,) = spec["containers"]
     assert container["name"] == "pytorch"
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert spec["imagePullSecrets"] == [{"name": "registry-pull"}]
     assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
     assert container["resources"]["limits"] == {"cpu": "16", "memory": "16Gi", "nvidia.com/gpu": "4"}
     assert container["resources"]["requests"] == {"cpu": "16", "memory": "16Gi"}
@@ -89,7 +100,8 @@ def test_static_manifest_has_master_and_worker():
     assert run_policy["cleanPodPolicy"] == "None"
     for template in _templates(m).values():
         _assert_pod_template(template)
-    assert "secret" not in json.dumps(m).lower().replace("secretkeyref", "")  # no literal secret material
+    text = json.dumps(m).lower().replace("secretkeyref", "").replace("imagepullsecrets", "")
+    assert "secret" not in text  # no literal secret material
 
 
 def test_elastic_manifest_runs_every_node_as_worker():
@@ -174,6 +186,8 @@ def test_worker_command_matches_the_local_entry_point():
         ({"tolerations": ({"key": "k", "operator": "Equal", "effect": "Never"},)}, "effect must be one of"),
         ({"tolerations": ({"key": "k", "operator": "Exists", "value": "v"},)}, "Exists takes no value"),
         ({"env_from_secrets": ({"secret": "s", "env": "E"},)}, "needs secret, key and env"),
+        ({"image_pull_secrets": ("Not_A_Name",)}, "each must be a Secret name"),
+        ({"run_as_user": 0}, "run_as_user must be a non-root UID"),
     ],
 )
 def test_settings_validation_names_the_problem(overrides, message):
