@@ -14,7 +14,7 @@ import yaml
 from torchtfx.components.shared import contracts
 from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, load_dataset_config
 from torchtfx.pipeline.beam_args import with_dependency
-from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings
+from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
 from torchtfx.pipeline.model_choice import choose_model
 
@@ -77,11 +77,14 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
         nproc_per_node=_workers_per_node(settings),
         gpus_per_node=trainer.gpus_per_node,
         gpu_resource=trainer.gpu_type,
-        cpu=_cpu_quantity(trainer.resources.cpu),
-        memory=f"{trainer.resources.memory_gb}G",
+        # PyTorchJobSettings has one value for a replica's requests and limits: the requests, so that the
+        # replicas schedule on the node type the requests are sized for.
+        cpu=_cpu_quantity(trainer.resources.scheduled_cpu),
+        memory=f"{trainer.resources.scheduled_memory_gb}G",
         node_selector=dict(pool.node_selector),
         tolerations=pool.tolerations,
         volumes=settings.volumes,
+        image_pull_secrets=settings.image_pull_secrets,
         env_from_secrets=tuple(
             {"secret": s["secretName"], "key": k["secretKey"], "env": k["envVar"]}
             for s in secret_env
@@ -100,10 +103,28 @@ def _cpu_quantity(cpu: float) -> str:
     return str(int(cpu)) if float(cpu).is_integer() else f"{int(cpu * 1000)}m"
 
 
-def build_pipeline(settings: KubeflowSettings):
-    """``create_pipeline`` bound to the cluster's values, with each step's resources attached."""
+def resource_spec(resources: Resources):
+    """The container's ResourceSpec: limits, and requests where they differ from the limits.
+
+    TFX copies a component's platform config into the spec whole (tfx/orchestration/kubeflow/v2/step_builder.py:
+    497-498, 531-532 in TFX 1.16). Every supported backend's driver turns ``cpuRequest``/``memoryRequest`` into the
+    pod's requests next to the limits (backend/src/v2/driver/driver.go:401-431@2.1.0, 505-554@2.5.0,
+    220-269@2.14.0, 363-412@2.17.0); without them Kubernetes makes each request equal to its limit, and the pod
+    needs a node with the whole limit free."""
     from kfp.pipeline_spec import pipeline_spec_pb2
 
+    spec = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec(
+        cpu_limit=resources.cpu, memory_limit=resources.memory_gb
+    )
+    if resources.cpu_request is not None:
+        spec.cpu_request = resources.cpu_request
+    if resources.memory_request_gb is not None:
+        spec.memory_request = resources.memory_request_gb
+    return spec
+
+
+def build_pipeline(settings: KubeflowSettings):
+    """``create_pipeline`` bound to the cluster's values, with each step's resources attached."""
     from torchtfx.pipeline.pipeline import create_pipeline
 
     dataset = dataset_in_image(settings)
@@ -125,17 +146,22 @@ def build_pipeline(settings: KubeflowSettings):
         pytorchjob_json=pytorchjob_json(settings),
         mlflow_unreachable=settings.mlflow.unreachable,
     )
-    spec_cls = pipeline_spec_pb2.PipelineDeploymentConfig.PipelineContainerSpec.ResourceSpec
     for component in pipeline.components:
-        limits = settings.resources_for(component.id)
-        spec = spec_cls(cpu_limit=limits.cpu, memory_limit=limits.memory_gb)
-        if component.id == contracts.TRAINER_ID:
-            spec = spec_cls(cpu_limit=settings.trainer.resources.cpu, memory_limit=settings.trainer.resources.memory_gb)
-            if settings.trainer.gpus_per_node > 0 and settings.trainer.num_nodes == 1:
-                spec.accelerator.type = settings.trainer.gpu_type
-                spec.accelerator.count = settings.trainer.gpus_per_node
+        spec = resource_spec(step_resources(settings, component.id))
+        if (
+            component.id == contracts.TRAINER_ID
+            and settings.trainer.gpus_per_node > 0
+            and settings.trainer.num_nodes == 1
+        ):
+            spec.accelerator.type = settings.trainer.gpu_type
+            spec.accelerator.count = settings.trainer.gpus_per_node
         component.with_platform_config(spec)
     return pipeline
+
+
+def step_resources(settings: KubeflowSettings, component_id: str) -> Resources:
+    """The Trainer's from ``trainer:``, every other step's from ``resources:``."""
+    return settings.trainer.resources if component_id == contracts.TRAINER_ID else settings.resources_for(component_id)
 
 
 def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
@@ -144,9 +170,10 @@ def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
     spec["defaultPipelineRoot"] = settings.pipeline_root  # shown by the UI; `torchtfx submit` sends it
     for task_id in NEVER_CACHED:
         spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {"enableCache": False}
-    limits = settings.resources_for(contracts.EXAMPLE_GEN_ID)
+    from google.protobuf import json_format
+
     container = spec["deploymentSpec"]["executors"][executor_label(contracts.EXAMPLE_GEN_ID)]["container"]
-    container["resources"] = {"cpuLimit": limits.cpu, "memoryLimit": limits.memory_gb}
+    container["resources"] = json_format.MessageToDict(resource_spec(settings.resources_for(contracts.EXAMPLE_GEN_ID)))
 
 
 def _runner_config(settings: KubeflowSettings):

@@ -13,10 +13,16 @@ from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREAC
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import Toleration, VolumeMount
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
+from torchtfx.pipeline.kfp.beam_workers import WORKERS_FLAG, is_node_wide_worker_count
+from torchtfx.pipeline.kfp.pipeline_root import MULTI_USER_POLICY_BACKEND, check_multi_user_root
 from torchtfx.pipeline.kfp.values import (
     EMPTY_DIR_BACKEND,
+    SECURITY_CONTEXT_BACKEND,
+    check_data_root,
     check_location,
     check_pipeline_root,
+    check_requests,
+    check_secret_name,
     memory_quantity,
     parse_backend,
     parse_memory_gb,
@@ -35,15 +41,45 @@ class _KubeflowSection(StrictConfig):
     config_error = KubeflowConfigError
 
 
+def _memory_fields(*fields: str):
+    """Kubernetes memory quantities; an optional one (a request) may be None."""
+    return pydantic.field_validator(*fields, mode="before")(
+        staticmethod(lambda value: value if value is None else memory_quantity(value))
+    )
+
+
 class Resources(_KubeflowSection):
+    """A step's CPU and memory: ``cpu``/``memory`` are the limits; ``cpu_request``/``memory_request`` what the
+    scheduler reserves (default: the limits, which is what Kubernetes makes of a limit without a request)."""
+
     cpu: pydantic.PositiveFloat
     memory: str
+    cpu_request: pydantic.PositiveFloat | None = None
+    memory_request: str | None = None
 
-    _memory = pydantic.field_validator("memory", mode="before")(staticmethod(memory_quantity))
+    _memory = _memory_fields("memory", "memory_request")
+
+    @pydantic.model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        check_requests(self.cpu, self.cpu_request, self.memory, self.memory_request)
+        return self
 
     @property
     def memory_gb(self) -> float:
         return parse_memory_gb(self.memory)
+
+    @property
+    def memory_request_gb(self) -> float | None:
+        return None if self.memory_request is None else parse_memory_gb(self.memory_request)
+
+    @property
+    def scheduled_cpu(self) -> float:
+        """The CPUs the scheduler reserves: the request, else the limit."""
+        return self.cpu if self.cpu_request is None else self.cpu_request
+
+    @property
+    def scheduled_memory_gb(self) -> float:
+        return self.memory_gb if self.memory_request_gb is None else self.memory_request_gb
 
 
 DEFAULT_RESOURCES = Resources(cpu=2, memory="8Gi")
@@ -69,8 +105,10 @@ class TrainerDeployment(_KubeflowSection):
     node_pool: str = "gpu"
     gpu_type: str = "nvidia.com/gpu"
     gpus_per_node: pydantic.NonNegativeInt = 1
-    cpu: pydantic.PositiveFloat = 8
-    memory: str = "32Gi"
+    cpu: pydantic.PositiveFloat = 8  # limit
+    memory: str = "32Gi"  # limit
+    cpu_request: pydantic.PositiveFloat | None = None  # None: the limit
+    memory_request: str | None = None  # None: the limit
     num_nodes: pydantic.PositiveInt = 1  # > 1: the Trainer step runs a PyTorchJob
     # The PyTorchJob's namespace; None: the Trainer step's own (the run's namespace, where its PVC and secrets
     # are on multi-user Kubeflow), read at run time from the pod's service account.
@@ -81,11 +119,18 @@ class TrainerDeployment(_KubeflowSection):
     timeout_minutes: pydantic.PositiveInt = 240
     hyperparameters: TrainerHParams = TrainerHParams()
 
-    _memory = pydantic.field_validator("memory", mode="before")(staticmethod(memory_quantity))
+    _memory = _memory_fields("memory", "memory_request")
+
+    @pydantic.model_validator(mode="after")
+    def _requests_within_limits(self) -> TrainerDeployment:
+        check_requests(self.cpu, self.cpu_request, self.memory, self.memory_request)
+        return self
 
     @property
     def resources(self) -> Resources:
-        return Resources(cpu=self.cpu, memory=self.memory)
+        return Resources(
+            cpu=self.cpu, memory=self.memory, cpu_request=self.cpu_request, memory_request=self.memory_request
+        )
 
     @property
     def hparams(self) -> TrainerHParams:
@@ -126,7 +171,11 @@ class KubeflowSettings(_KubeflowSection):
     kfp_backend: str = "2.1"
     project_root: str  # where the image holds the project (schemas, dataset configs)
     dataset: str = "taxi"
+    # May hold {namespace}, filled in by `torchtfx submit` (pipeline_root.py).
     pipeline_root: str
+    # Multi-user Kubeflow (profile namespaces; the Kubeflow default): from backend 2.15 a namespace writes only
+    # under its allowed prefixes of the in-cluster bucket, which the pipeline root must respect.
+    multi_user: bool = True
     data_root: str
     serving_dir: str
     # The TF Serving deployment's gRPC address (kubeflow/serving/tf-serving.yaml): the Promoter moves the
@@ -136,13 +185,15 @@ class KubeflowSettings(_KubeflowSection):
     volumes: tuple[VolumeMount, ...] = ()
     mlflow: MlflowDeployment
     node_pools: dict[str, NodePool]
-    resources: dict[str, Resources] = {}  # component id (or "default") -> limits
+    resources: dict[str, Resources] = {}  # component id (or "default") -> limits and requests
     beam_args: tuple[str, ...] = ()
+    # Secrets (type kubernetes.io/dockerconfigjson) in the run's namespace for pulling the image: every step's
+    # pod (PlatformSpec imagePullSecret) and the Trainer's PyTorchJob pods.
+    image_pull_secrets: tuple[str, ...] = ()
     trainer: TrainerDeployment = TrainerDeployment()
     _source: str = pydantic.PrivateAttr("<dict>")
 
     _project_root = _location("project_root", filesystem_only=True)
-    _data_root = _location("data_root")
     _serving_dir = _location("serving_dir", filesystem_only=True)
 
     @pydantic.field_validator("image")
@@ -151,6 +202,11 @@ class KubeflowSettings(_KubeflowSection):
         if not image or image.endswith(":latest") or (":" not in image.rsplit("/", 1)[-1] and "@" not in image):
             raise ValueError(f"'image' must be pinned to a tag or digest (not :latest), got {image!r}")
         return image
+
+    @pydantic.field_validator("data_root")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        return check_data_root(value)
 
     @pydantic.field_validator("pipeline_root")
     @classmethod
@@ -187,7 +243,19 @@ class KubeflowSettings(_KubeflowSection):
                     f"{flag!r} looks like a credential; compiled specs must not carry secrets. "
                     "Use the pod's service account (workload identity) or a Kubernetes secret instead."
                 )
+        if is_node_wide_worker_count(beam_args):
+            raise ValueError(
+                f"beam_args: {WORKERS_FLAG}=0 starts one Beam worker per CPU of the node (multiprocessing."
+                "cpu_count() in a container is the node's), not of the step's pod, and runs it out of memory. "
+                f"Remove it: each step sets {WORKERS_FLAG} from its own pod's CPU limit at run time "
+                "(pipeline/kfp/beam_workers.py); or give a fixed positive count"
+            )
         return beam_args
+
+    @pydantic.field_validator("image_pull_secrets")
+    @classmethod
+    def _secret_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_secret_name(name) for name in names)
 
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> KubeflowSettings:
@@ -195,6 +263,8 @@ class KubeflowSettings(_KubeflowSection):
             raise ValueError(f"trainer.node_pool {self.trainer.node_pool!r} is not defined under node_pools")
         # Also guarantees the shared volume that multi-node training stages its data on.
         self._check_on_volume("serving_dir", self.serving_dir)
+        if self.multi_user and parse_backend(self.kfp_backend) >= MULTI_USER_POLICY_BACKEND:
+            check_multi_user_root(self.pipeline_root)
         trainer = self.trainer
         if trainer.num_nodes == 1 and trainer.gpus_per_node > 1 and not self.mounts_shm:
             # A pod's /dev/shm is 64 MiB; NCCL's intra-node transport and DataLoader workers need far more.
@@ -224,6 +294,11 @@ class KubeflowSettings(_KubeflowSection):
     def mounts_shm(self) -> bool:
         """Whether the backend mounts PlatformSpec emptyDirMounts (a memory-backed /dev/shm)."""
         return parse_backend(self.kfp_backend) >= EMPTY_DIR_BACKEND
+
+    @property
+    def sets_security_context(self) -> bool:
+        """Whether the backend applies a PlatformSpec securityContext (runAsUser/runAsGroup/runAsNonRoot)."""
+        return parse_backend(self.kfp_backend) >= SECURITY_CONTEXT_BACKEND
 
     def resources_for(self, component_id: str) -> Resources:
         return self.resources.get(component_id, self.resources["default"])

@@ -21,6 +21,21 @@ launcher differs in three ways, each fixed here before TFX's code runs:
 4. **Absent optional artifacts.** A KFP output artifact always exists, so an executor cannot publish
    "nothing" (ChampionModel on the very first run). Such an artifact carries ``ABSENT_PROPERTY`` and is
    removed from downstream inputs, which is what TFX's local orchestrator does with an empty channel.
+5. **Outputs the backend adds itself.** From KFP 2.5 the driver adds an ``executor-logs`` output, typed
+   ``system.Artifact``, to every step's ExecutorInput while ``publish_logs`` is on (the default: driver
+   flag ``cmd/driver/main.go:85@2.5.0``, ``:102@2.17.0``; the API server's ``PUBLISH_LOGS=true`` in
+   ``ml-pipeline-apiserver-deployment.yaml:24@2.5.0``); the key is added in ``driver.go:2031@2.5.0``
+   (``:678@2.15.0``, ``:761@2.17.0``). TFX 1.16 imports a class for every output's schema title
+   (``kubeflow_v2_entrypoint_utils.py:279-283``, so does ExampleGen's driver, ``driver.py:66-68``) and
+   ``system.Artifact`` is no module: every step would stop with ``ImportError`` before any work. Outputs
+   whose type is not a ``tfx.*`` type are left out of what TFX parses and therefore out of the executor
+   output it writes; the launcher uploads them from its own ExecutorInput (it tees the step's output into
+   the log file and walks the input's outputs, ``launcher_v2.go:467-488,540-592@2.5.0``; 2.17 ignores what
+   an executor writes for ``executor-logs``, ``:802-808@2.17.0``).
+
+From KFP 2.15 ``outputs.outputFile`` lies in the task's folder of the launcher's local mount
+(``/minio/<root>/<pipeline>/<run>/<task>/<uuid>/output_metadata.json``, ``driver.go:692-724@2.15.0``),
+not ``/tmp/kfp_outputs``; it is already a local path and goes through ``local_path`` unchanged.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ from typing import Any
 from torchtfx.components.shared.absent import ABSENT_PROPERTY
 from torchtfx.components.shared.artifact_uris import REMOTE_URIS_ENV
 from torchtfx.components.shared.run_identity import ORCHESTRATOR_ENV
+from torchtfx.pipeline.kfp.beam_workers import beam_worker_args
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +62,9 @@ PATHLIB_EXECUTORS = (
     "torchtfx.components.torch_trainer.",
     "torchtfx.components.promoter.",
 )
+# TFX's first-party artifact types (compiler_utils.TITLE_TO_CLASS_PATH), the only titles its v2 entry point
+# can turn into classes; everything this project compiles has one.
+TFX_TITLE_PREFIX = "tfx."
 FILE_BASED_EXAMPLE_GEN_EXECUTORS = (
     "torchtfx.components.csv_input.executor.Executor",
     "tfx.components.example_gen.csv_example_gen.executor.Executor",
@@ -68,6 +87,33 @@ def _artifacts(section: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _is_absent(artifact: dict[str, Any]) -> bool:
     return bool((artifact.get("metadata") or {}).get(ABSENT_PROPERTY))
+
+
+def artifact_title(artifact: dict[str, Any]) -> str:
+    """The schema title of a RuntimeArtifact's type, as TFX's ``_retrieve_class_path`` reads it."""
+    kind = artifact.get("type") or {}
+    if kind.get("schemaTitle"):
+        return str(kind["schemaTitle"])
+    schema = kind.get("instanceSchema") or ""
+    for line in schema.splitlines():
+        if line.startswith("title:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
+def set_aside_foreign_outputs(executor_input: dict[str, Any]) -> list[str]:
+    """Fix 5: remove the outputs that are not TFX artifacts (the backend's ``executor-logs``) from what TFX
+    will parse; returns their keys. The launcher keeps its own copy and uploads them itself."""
+    outputs = executor_input.get("outputs", {}).get("artifacts", {})
+    foreign = sorted(
+        key for key, entry in outputs.items()
+        if any(not artifact_title(a).startswith(TFX_TITLE_PREFIX) for a in entry.get("artifacts", []))
+    )  # fmt: skip
+    for key in foreign:
+        del outputs[key]
+    if foreign:
+        logger.info("Outputs %s are the KFP backend's own (not TFX artifacts): left to its launcher", foreign)
+    return foreign
 
 
 def fill_input_types(executor_input: dict[str, Any], inputs_spec: dict[str, Any]) -> None:
@@ -143,8 +189,10 @@ def main(parsed: tuple[Any, list[str]]) -> None:
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
 
     args, beam_args = parsed
+    beam_args = beam_worker_args(beam_args)  # the DirectRunner's workers from this pod's CPUs, not the node's
     os.environ[ORCHESTRATOR_ENV] = "kubeflow"
     executor_input = json.loads(args.json_serialized_invocation_args)
+    set_aside_foreign_outputs(executor_input)
     fill_input_types(executor_input, json.loads(getattr(args, "json_serialized_inputs_spec_args", None) or "{}"))
     # TFX's executors use tf.io.gfile and read gs:// directly (on a Dataflow runner they must); ours that use
     # pathlib need the launcher's local paths for every scheme.

@@ -62,6 +62,19 @@ def pipeline_root(spec: dict[str, Any], package: Path) -> str | None:
     return root or None
 
 
+def namespaced_root(root: str, namespace: str | None, client: Any) -> str:
+    """The run's pipeline root in its namespace: ``{namespace}`` filled in with ``--namespace``, else the kfp
+    client's context namespace (``kfp.Client.get_user_namespace``); a root of another namespace is refused."""
+    from torchtfx.pipeline.kfp.pipeline_root import NAMESPACE_PLACEHOLDER, root_for_namespace
+
+    if not namespace and NAMESPACE_PLACEHOLDER in root and hasattr(client, "get_user_namespace"):
+        namespace = client.get_user_namespace() or None
+    try:
+        return root_for_namespace(root, namespace)
+    except ValueError as err:
+        raise SubmitError(str(err)) from None
+
+
 def run_arguments(spec: dict[str, Any], params: dict[str, str], run_name: str) -> dict[str, str]:
     declared = spec.get("root", {}).get("inputDefinitions", {}).get("parameters", {})
     unknown = sorted(set(params) - set(declared))
@@ -114,6 +127,8 @@ def submit(
     run_name = run_name or f"{spec['pipelineInfo']['name']}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     arguments = run_arguments(spec, params or {}, run_name)
     client = client or connect(host, namespace)
+    if root:
+        root = namespaced_root(root, namespace, client)
     try:
         result = client.create_run_from_pipeline_package(
             str(package),

@@ -16,6 +16,16 @@ _BUCKET_URI = re.compile(r"^(gs|s3|minio)://[^/?]+(/[^?]*)?$")
 # drivers parse the executor config strictly and fail the step on that field).
 OLDEST_BACKEND = (2, 1)
 EMPTY_DIR_BACKEND = (2, 3)
+# The first backend whose PlatformSpec has a container securityContext (runAsUser, runAsGroup, runAsNonRoot:
+# kubernetes_platform/proto/kubernetes_executor_config.proto:43@2.16.0, applied by backend/src/v2/driver/k8s.go:
+# 724-762@2.16.0); 2.5-2.15 drop the field, 2.1-2.4 fail the step on it.
+SECURITY_CONTEXT_BACKEND = (2, 16)
+# Data roots the step image can read: ExampleGen globs with tf.io.gfile (tfx.dsl.io.fileio) and opens with Beam's
+# FileSystems (components/csv_input/executor.py:split_files, decode.py:open_input). TF 2.16 has local paths and
+# gs:// (tensorflow-io-gcs-filesystem, constraints.txt); s3:// needs tensorflow-io, which the image does not
+# install ("File system scheme 's3' not implemented"), and Beam's S3 file system needs boto3 (not installed
+# either); minio:// is no file system scheme at all, only the KFP launcher's name for its artifact store.
+READABLE_DATA_SCHEMES = ("gs://",)
 _BACKEND = re.compile(r"^(\d+)\.(\d+)$")
 _MEMORY_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|K|M|G|T)?$")
@@ -50,13 +60,52 @@ def check_location(value: str, key: str, *, filesystem_only: bool = False) -> st
     return normalized
 
 
+def check_data_root(value: str) -> str:
+    """A location ExampleGen can read in the step image: an absolute path or a gs:// URI."""
+    location = check_location(value, "data_root")
+    if location.startswith(REMOTE_SCHEMES) and not location.startswith(READABLE_DATA_SCHEMES):
+        scheme = location.split("://", 1)[0]
+        raise ValueError(
+            f"'data_root' {value!r}: the step image has no file system for {scheme}:// (TensorFlow 2.16 reads "
+            "only local paths and gs:// without tensorflow-io, Beam's S3 file system needs boto3, and minio:// is "
+            "the KFP launcher's artifact-store name, not a file system). Copy the data onto the shared volume and "
+            "set data_root to its path there (e.g. /mnt/torchtfx/data/taxi), or use a gs:// bucket"
+        )
+    return location
+
+
+def check_requests(cpu: float, cpu_request: float | None, memory: str, memory_request: str | None) -> None:
+    """Requests no larger than the limits: Kubernetes refuses a pod whose request exceeds its limit."""
+    if cpu_request is not None and cpu_request > cpu:
+        raise ValueError(f"cpu_request {cpu_request:g} is larger than cpu {cpu:g} (the limit); Kubernetes refuses "
+                         "such a pod. Lower cpu_request or raise cpu")  # fmt: skip
+    if memory_request is not None and parse_memory_gb(memory_request) > parse_memory_gb(memory):
+        raise ValueError(f"memory_request {memory_request} is larger than memory {memory} (the limit); Kubernetes "
+                         "refuses such a pod. Lower memory_request or raise memory")  # fmt: skip
+
+
+def check_secret_name(name: str) -> str:
+    """A Kubernetes Secret's name (a DNS-1123 subdomain)."""
+    from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import is_secret_name
+
+    if not is_secret_name(name):
+        raise ValueError(
+            f"image_pull_secrets: {name!r} is not a Kubernetes secret name (lower-case letters, digits, '-' and "
+            "'.'; e.g. regcred)"
+        )
+    return name
+
+
 def is_bucket_uri(value: str) -> bool:
     return bool(_BUCKET_URI.match(value or ""))
 
 
 def check_pipeline_root(value: str) -> str:
-    """A bucket URI the KFP launcher can store artifacts in: gs://, s3:// or minio://, with a bucket."""
-    if is_bucket_uri((value or "").rstrip("/")):
+    """A bucket URI the KFP launcher can store artifacts in: gs://, s3:// or minio://, with a bucket; it may
+    hold ``{namespace}``, which ``torchtfx submit`` fills in (pipeline_root.py)."""
+    from torchtfx.pipeline.kfp.pipeline_root import NAMESPACE_PLACEHOLDER
+
+    if is_bucket_uri((value or "").replace(NAMESPACE_PLACEHOLDER, "namespace").rstrip("/")):
         return value.rstrip("/")
     raise ValueError(
         f"'pipeline_root' must be a gs://, s3:// or minio:// bucket URI, got {value!r}: the KFP launcher stores "

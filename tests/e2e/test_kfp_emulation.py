@@ -11,18 +11,22 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
-from tests.fakes.kfp_launcher import Launcher, venv_bin
+from tests.fakes.kfp_launcher import Launcher, StepFailedError, load_documents, venv_bin
 from torchtfx.components.shared import serving_config
 from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import settings_from_dict
+from torchtfx.pipeline.kfp.pipeline_root import DEFAULT_MULTI_USER_ROOT
+from torchtfx.pipeline.kfp.submit import namespaced_root
 
 pytestmark = pytest.mark.e2e
 
 STEPS = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
          "TorchTrainer", "ChampionModel", "Evaluator", "Promoter"}  # fmt: skip
 RUN_ID = "emulated-run-1"
+BACKEND = "2.15"  # what Kubeflow 1.11 installs: executor-logs outputs, outputFile in the task root, multi-user
+NAMESPACE = "team-a"
 
 
 def emulation_config(root: Path) -> dict:
@@ -32,7 +36,8 @@ def emulation_config(root: Path) -> dict:
         "image": "localhost/torchtfx:emulated",
         "project_root": str(PROJECT_ROOT),
         "dataset": "taxi",
-        "pipeline_root": "minio://mlpipeline/v2/artifacts/torchtfx",  # the run's root is a local folder instead
+        "kfp_backend": BACKEND,
+        "pipeline_root": DEFAULT_MULTI_USER_ROOT,  # a local folder stands in for the namespace's root
         "data_root": str(root / "data"),
         "serving_dir": str(root / "shared" / "serving"),
         "volumes": [{"claim_name": "torchtfx-shared", "mount_path": str(root)}],
@@ -96,10 +101,41 @@ def emulated(tmp_path_factory, taxi_csv):
         writer.writerows(rows)
     spec = compile_pipeline(settings_from_dict(emulation_config(root), "emulation"), root / "pipeline.yaml")
     (root / "research" / "my_model.py").unlink()
-    secrets = {"mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"}}
-    launcher = Launcher(spec, RUN_ID, venv_bin(), secrets, pipeline_root=root / "kfp-root")
+    launcher = _launcher(root, spec, BACKEND, _submitted_root(spec))
     results = launcher.run({"pipeline-run-id": RUN_ID})
     return root, results
+
+
+def _submitted_root(spec: Path) -> str:
+    """The pipeline root `torchtfx submit` creates the run with in NAMESPACE."""
+    return namespaced_root(load_documents(spec)[0]["defaultPipelineRoot"], NAMESPACE, client=None)
+
+
+def _launcher(root: Path, spec: Path, backend: str, run_root_uri: str, bucket: str = "kfp-root") -> Launcher:
+    secrets = {"mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"}}
+    return Launcher(spec, RUN_ID, venv_bin(), secrets, pipeline_root=root / bucket, backend=backend,
+                    namespace=NAMESPACE, run_root_uri=run_root_uri)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["2.3", "2.5", "2.17"])
+def test_the_first_step_runs_on_each_drivers_executor_input(emulated, backend):
+    """2.3: no executor-logs; 2.5: executor-logs (system.Artifact), which TFX 1.16 cannot import; 2.17: the
+    log URI qualified by retry. The ExampleGen step parses every output, with TFX's driver first."""
+    root, _ = emulated
+    spec = root / "pipeline.yaml"
+    result = _launcher(root, spec, backend, _submitted_root(spec), f"root-{backend}").run_task(
+        "CsvExampleGen", {"pipeline-run-id": RUN_ID}
+    )
+    assert result.outputs["examples"]["metadata"]["input_fingerprint"].startswith("split:single_split")
+    assert ("executor-logs" in result.outputs) == (backend != "2.3")
+
+
+def test_a_root_outside_the_namespaces_prefixes_is_refused_by_the_object_store(emulated):
+    """The root pools.yaml shipped before (the single-user default): the 2.15 multi-user policy denies it."""
+    root, _ = emulated
+    launcher = _launcher(root, root / "pipeline.yaml", "2.15", "minio://mlpipeline/v2/artifacts/torchtfx", "denied")
+    with pytest.raises(StepFailedError, match=r"upload of mlpipeline/v2/artifacts/torchtfx/.* AccessDenied"):
+        launcher.run_task("CsvExampleGen", {"pipeline-run-id": RUN_ID})
 
 
 def test_every_step_of_the_compiled_spec_runs_and_the_model_is_pushed(emulated):
@@ -113,6 +149,10 @@ def test_every_step_of_the_compiled_spec_runs_and_the_model_is_pushed(emulated):
     assert pushed["labels_pending"] == 1
     assert pushed["pushed"] == 1 and pushed["pushed_destination"] == str(serving / "1")
     assert pushed["pushed_version"] == "1"  # a string, as TFX's Pusher writes it
+    # The launcher uploaded each step's log to the executor-logs output the 2.5+ driver added.
+    trainer = results["TorchTrainer"]
+    uploaded = Path(trainer.outputs["executor-logs"]["uri"][len("file://") :]).read_text()
+    assert uploaded == trainer.log.read_text() and "TorchTrainer" in uploaded
 
 
 def test_launcher_fixes_hold_on_the_artifacts_passed_between_steps(emulated):

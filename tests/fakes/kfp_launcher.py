@@ -7,6 +7,20 @@ passed downstream, and the PlatformSpec's ``secretAsEnv`` turned into environmen
 As the KFP 2.0-2.3 driver does, downstream input artifacts carry the MLMD id as ``name``, an empty type
 (``instanceSchema: ""``) and their metadata plus ``display_name``; output artifacts have no name; an
 executor output's artifact ``uri`` overrides the provisioned one and ``null`` metadata is an error.
+Backend versions (``backend``, the ``kfp_backend`` setting), each from the backend's sources:
+- 2.4+: output URIs carry a random salt, ``<root>/<pipeline>/<run>/<task>/<uuid>/<key>``
+  (``backend/src/v2/driver/driver.go:1588@2.4.0``, ``:2046@2.5.0``).
+- 2.5+: the driver adds the output ``executor-logs`` typed ``system.Artifact`` (``driver.go:2031@2.5.0``,
+  ``publish_logs`` defaults to true, ``cmd/driver/main.go:85@2.5.0``); the launcher tees the step's output
+  into it and uploads it whatever the executor output says (``launcher_v2.go:467-488,540-592@2.5.0``).
+- 2.15+: every output artifact is named by its key, and ``outputs.outputFile`` is
+  ``<local task root>/output_metadata.json`` instead of ``/tmp/kfp_outputs/output_metadata.json``
+  (``driver.go:692-724@2.15.0``).
+- 2.17: the ``executor-logs`` URI ends in the retry index, ``-0`` (``launcher_v2.go:538-598@2.17.0``).
+- 2.15+ multi-user (``namespace`` given): the profile's S3 credentials may write only under
+  ``mlpipeline/{artifacts, private-artifacts/<ns>, private/<ns>, shared}/`` (the profile controller's
+  policy, ``manifests/kustomize/base/installs/multi-user/pipelines-profile-controller/sync.py:362-373@2.15.0``);
+  an upload elsewhere fails the step with AccessDenied, as SeaweedFS answers.
 What is simulated: the cluster. As the backend does, the run's pipeline root is the one the run was
 created with (what ``torchtfx submit`` sends), never the spec's ``defaultPipelineRoot`` (driver.go at
 2.1.0, root_dag.go at 2.14.3); here it is a local folder standing in for the bucket, so artifact URIs are
@@ -20,15 +34,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 EXECUTOR_INPUT_PLACEHOLDER = "{{$}}"
+LOGS_KEY = "executor-logs"
+LOGS_TYPE = {"schemaTitle": "system.Artifact"}  # driver.go:2033@2.5.0: no schemaVersion
+LEGACY_OUTPUT_FILE = "/tmp/kfp_outputs/output_metadata.json"  # component.OutputMetadataFilepath before 2.15
+
+
+def backend_version(backend: str) -> tuple[int, int]:
+    major, minor = backend.split(".")
+    return int(major), int(minor)
+
+
+def writable_prefixes(namespace: str) -> tuple[str, ...]:
+    """The object keys a profile namespace's credentials may write (sync.py:362-373@2.15.0)."""
+    return ("mlpipeline/artifacts/", f"mlpipeline/private-artifacts/{namespace}/", f"mlpipeline/private/{namespace}/",
+            "mlpipeline/shared/")  # fmt: skip
 
 
 class StepFailedError(RuntimeError):
@@ -86,25 +116,84 @@ class Launcher:
     """Runs every task of the root DAG in topological order; raises on the first failing step."""
 
     def __init__(
-        self, spec_path: Path, run_id: str, python_bin: Path, secrets: dict[str, dict[str, str]], pipeline_root: Path
+        self,
+        spec_path: Path,
+        run_id: str,
+        python_bin: Path,
+        secrets: dict[str, dict[str, str]],
+        pipeline_root: Path,
+        *,
+        backend: str = "2.3",
+        namespace: str | None = None,
+        run_root_uri: str | None = None,
     ) -> None:
+        """``pipeline_root`` is the local folder standing in for the bucket at ``run_root_uri``, the pipeline
+        root the run was created with (what the multi-user policy is checked against)."""
         self.spec, self.platform = load_documents(spec_path)
         self.run_id = run_id
         self.python_bin = python_bin
         self.secrets = secrets
+        self.backend = backend_version(backend)
+        self.namespace = namespace
+        self.bucket_dir = pipeline_root
+        self.run_root_uri = run_root_uri
         self.root = pipeline_root / self.spec["pipelineInfo"]["name"] / run_id
         self.results: dict[str, StepResult] = {}
         self._next_id = 1
 
-    def _output_artifacts(self, task_name: str, component: dict[str, Any]) -> dict[str, Any]:
+    def _task_root(self, task_name: str) -> Path:
+        salt = [uuid.uuid4().hex] if self.backend >= (2, 4) else []
+        return self.root.joinpath(task_name, *salt)
+
+    def _output_artifacts(self, task_root: Path, component: dict[str, Any]) -> dict[str, Any]:
+        declared = {
+            k: d["artifactType"] for k, d in component.get("outputDefinitions", {}).get("artifacts", {}).items()
+        }
+        if self.backend >= (2, 5):
+            declared[LOGS_KEY] = LOGS_TYPE
         outputs = {}
-        for key, definition in component.get("outputDefinitions", {}).get("artifacts", {}).items():
-            uri = (self.root / task_name / key).as_uri()  # <root>/<pipeline>/<run>/<task>/<key>, as KFP does
-            outputs[key] = {"artifacts": [{"type": definition["artifactType"], "uri": uri, "metadata": {}}]}
+        for key, kind in declared.items():
+            artifact = {"type": kind, "uri": (task_root / key).as_uri(), "metadata": {}}
+            if key == LOGS_KEY and self.backend >= (2, 17):
+                artifact["uri"] += "-0"  # qualified by retry before the step starts (launcher_v2.go:420@2.17.0)
+            if self.backend >= (2, 15):
+                artifact["name"] = key  # driver.go:700@2.15.0
+            outputs[key] = {"artifacts": [artifact]}
         return outputs
+
+    def _output_file(self, task_root: Path, workdir: Path) -> str:
+        if self.backend >= (2, 15):
+            return str(task_root / "output_metadata.json")
+        return str(workdir / "pod-fs" / LEGACY_OUTPUT_FILE.lstrip("/"))  # the pod's own /tmp
+
+    def _upload(self, executor_input: dict[str, Any], log: Path) -> None:
+        """The launcher's uploads after a step: the tee'd log into ``executor-logs``, and each output under
+        the multi-user policy when the run is in a profile namespace."""
+        outputs = executor_input["outputs"]["artifacts"]
+        if LOGS_KEY in outputs:
+            target = Path(outputs[LOGS_KEY]["artifacts"][0]["uri"][len("file://") :])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, target)
+        if self.namespace is None or self.backend < (2, 15):
+            return
+        allowed = writable_prefixes(self.namespace)
+        for entry in outputs.values():
+            local = Path(entry["artifacts"][0]["uri"][len("file://") :])
+            key = self._object_key(local)
+            if not key.startswith(allowed):
+                raise StepFailedError(
+                    f"upload of {key} failed: AccessDenied (namespace {self.namespace!r} may write only under "
+                    f"{', '.join(allowed)})"
+                )
+
+    def _object_key(self, local: Path) -> str:
+        """``bucket/key`` of a local stand-in path, from the run's pipeline root URI."""
+        root = (self.run_root_uri or "").split("://", 1)[-1].rstrip("/")
+        return f"{root}/{local.relative_to(self.bucket_dir).as_posix()}"
 
     def executor_input(self, task_name: str, task: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
         component = self.spec["components"][task["componentRef"]["name"]]
+        task_root = self._task_root(task_name)
         artifacts = {}
         for key, source in task.get("inputs", {}).get("artifacts", {}).items():
             producer = source["taskOutputArtifact"]
@@ -113,8 +202,8 @@ class Launcher:
         return {
             "inputs": {"parameterValues": _parameter_values(task, params), "artifacts": artifacts},
             "outputs": {
-                "artifacts": self._output_artifacts(task_name, component),
-                "outputFile": str(self.root / task_name / "executor_output.json"),
+                "artifacts": self._output_artifacts(task_root, component),
+                "outputFile": self._output_file(task_root, self.root / task_name),
             },
         }
 
@@ -139,6 +228,7 @@ class Launcher:
         if code != 0:
             tail = "\n".join(log.read_text().splitlines()[-60:])
             raise StepFailedError(f"step {task_name} failed with exit code {code}; log {log}:\n{tail}")
+        self._upload(executor_input, log)
         return StepResult(task_name, seconds, self._published(executor_input), log)
 
     def _published(self, executor_input: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -150,7 +240,8 @@ class Launcher:
         published = {}
         for key, entry in executor_input["outputs"]["artifacts"].items():
             artifact = dict(entry["artifacts"][0])
-            reported = written.get(key, {}).get("artifacts", [])
+            # launcher-managed: 2.17 ignores what the executor writes for it (launcher_v2.go:802-808@2.17.0)
+            reported = [] if key == LOGS_KEY else written.get(key, {}).get("artifacts", [])
             metadata = {**artifact.get("metadata", {}), **(reported[0].get("metadata", {}) if reported else {})}
             nulls = sorted(k for k, v in metadata.items() if v is None)
             if nulls:

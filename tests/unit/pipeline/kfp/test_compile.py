@@ -43,6 +43,7 @@ def compiled(tmp_path_factory) -> tuple[Path, dict, dict]:
 def multinode(tmp_path_factory) -> tuple[dict, dict]:
     raw = pools_raw()
     raw["trainer"].update(num_nodes=2, gpus_per_node=4, elastic={"min_nodes": 2, "max_nodes": 2})
+    raw["image_pull_secrets"] = ["regcred"]
     out = compile_pipeline(settings_from_dict(raw, "2x4"), tmp_path_factory.mktemp("kfp2") / "pipeline.yaml")
     spec, platform = yaml.safe_load_all(out.read_text())
     return spec, platform
@@ -80,7 +81,9 @@ def test_trainer_gets_the_gpus_cpu_memory_and_the_gpu_pool(compiled):
     trainer = pools_raw()["trainer"]
     resources = spec["deploymentSpec"]["executors"]["TorchTrainer_executor"]["container"]["resources"]
     assert resources["accelerator"] == {"type": "nvidia.com/gpu", "count": str(trainer["gpus_per_node"])}
-    assert resources["cpuLimit"] == float(trainer["cpu"]) and resources["memoryLimit"] == pytest.approx(34.36, 0.01)
+    assert resources["cpuLimit"] == float(trainer["cpu"]) and resources["memoryLimit"] == pytest.approx(30.07, 0.01)
+    assert resources["cpuRequest"] == float(trainer["cpu_request"])
+    assert resources["memoryRequest"] == pytest.approx(25.77, 0.01)  # 24Gi in the driver's decimal GB
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     gpu_pool = pools_raw()["node_pools"]["gpu"]
     assert k8s["TorchTrainer_executor"]["nodeSelector"]["labels"] == gpu_pool["node_selector"]
@@ -119,6 +122,7 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
     assert {e["env"] for e in job["env_from_secrets"]} == {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"}
     # No namespace in the spec: the job goes to the run's own namespace, where its PVC and secrets are.
     assert job["namespace"] is None
+    assert job["image_pull_secrets"] == ["regcred"]  # the replicas pull the same image as the steps
     hparams = json.loads(spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["hyperparameters"]
                          ["runtimeValue"]["constant"])  # fmt: skip
     assert hparams["num_workers"] == 4 and hparams["use_gpu"] is True
@@ -154,11 +158,38 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
         ),
         (
             {"trainer": {"gpus": 2}},
-            "unknown key trainer.gpus; allowed keys here: backoff_limit, cpu, elastic, gpu_type",
+            "unknown key trainer.gpus; allowed keys here: backoff_limit, cpu, cpu_request, elastic, gpu_type",
         ),
         ({"trainer": {"elastic": {"max_nodes": 4}}}, "trainer.elastic.min_nodes: required key is missing"),
         ({"trainer": {"hyperparameters": {"lr": 0.1}}}, "unknown key trainer.hyperparameters.lr; allowed keys here: "),
         ({"node_pools": {"gpu": {"node_selector": {}}}}, "needs at least a 'cpu' pool"),
+        # Requests above limits: Kubernetes refuses the pod.
+        (
+            {"resources": {"Transform": {"cpu": 4, "memory": "16Gi", "cpu_request": 6}}},
+            "resources.Transform: cpu_request 6 is larger than cpu 4 (the limit); Kubernetes refuses such a pod",
+        ),
+        (
+            {"resources": {"Transform": {"cpu": 4, "memory": "16Gi", "memory_request": "20Gi"}}},
+            "memory_request 20Gi is larger than memory 16Gi (the limit)",
+        ),
+        ({"resources": {"Transform": {"cpu": 4, "memory": "16Gi", "memory_request": "lots"}}}, "memory 'lots'"),
+        (
+            {"resources": {"Transform": {"cpu": 4, "memory": "16Gi", "requests": {"cpu": 2}}}},
+            "unknown key resources.Transform.requests; allowed keys here: cpu, cpu_request, memory, memory_request",
+        ),
+        ({"trainer": {"memory": "28Gi", "memory_request": "30Gi"}}, "trainer: memory_request 30Gi is larger than"),
+        ({"trainer": {"cpu": 4, "cpu_request": 6}}, "trainer: cpu_request 6 is larger than cpu 4"),
+        # One Beam worker per CPU of the node, not of the pod.
+        (
+            {"beam_args": ["--direct_running_mode=multi_processing", "--direct_num_workers=0"]},
+            "--direct_num_workers=0 starts one Beam worker per CPU of the node",
+        ),
+        ({"beam_args": ["--direct_num_workers", "0"]}, "Remove it: each step sets --direct_num_workers from its own"),
+        # Data roots the image has no file system for.
+        ({"data_root": "s3://bucket/taxi"}, "'data_root' 's3://bucket/taxi': the step image has no file system for s3"),
+        ({"data_root": "minio://mlpipeline/taxi"}, "Copy the data onto the shared volume and set data_root"),
+        ({"image_pull_secrets": ["RegCred"]}, "image_pull_secrets: 'RegCred' is not a Kubernetes secret name"),
+        ({"image_pull_secrets": "regcred"}, "image_pull_secrets"),
     ],
 )
 def test_config_errors_name_the_key(change, message):
@@ -244,3 +275,119 @@ def test_serving_precision_named_at_compile_time_reaches_the_trainer_step(tmp_pa
     params = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]
     serving = json.loads(params["hyperparameters"]["runtimeValue"]["constant"])["serving"]
     assert serving["precision"] == "fp16" and serving["drift_limits"]["max_flip_rate"] == 0.001
+
+
+# GKE's documented reservations (cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes): CPU by core
+# band, memory by GiB band, plus the 100 MiB eviction threshold. The machine types pools.yaml names (GCE "GB" of
+# machine memory are GiB).
+_GKE_CPU_BANDS = ((1, 0.06), (1, 0.01), (2, 0.005), (float("inf"), 0.0025))
+_GKE_MEMORY_BANDS = ((4, 0.25), (4, 0.20), (8, 0.10), (112, 0.06), (float("inf"), 0.02))
+MACHINE_TYPES = {"g2-standard-8": (8, 32), "n2-standard-16": (16, 64)}  # vCPU, GiB
+# What GKE's own DaemonSets on a node request, roughly (kube-proxy, logging, metrics, device plugin, CSI).
+SYSTEM_PODS = (0.5, 1.0)
+
+
+def _reserved(amount: float, bands: tuple[tuple[float, float], ...]) -> float:
+    reserved = 0.0
+    for size, share in bands:
+        reserved += min(amount, size) * share
+        amount = max(0.0, amount - size)
+    return reserved
+
+
+def gke_allocatable(machine_type: str) -> tuple[float, float]:
+    """(CPU, GiB) a GKE node of ``machine_type`` offers to pods."""
+    cpus, gib = MACHINE_TYPES[machine_type]
+    return cpus - _reserved(cpus, _GKE_CPU_BANDS), gib - _reserved(gib, _GKE_MEMORY_BANDS) - 100 / 1024
+
+
+def test_gke_allocatable_matches_the_documented_examples():
+    cpu, memory = gke_allocatable("g2-standard-8")
+    assert (round(cpu, 2), round(memory, 2)) == (7.91, 28.34)  # the figures in pools.yaml's comment
+    assert [round(x, 2) for x in gke_allocatable("n2-standard-16")] == [15.89, 58.42]
+
+
+def test_the_shipped_trainer_requests_fit_the_gpu_node_type_it_names(compiled):
+    """TFX sets only limits, and Kubernetes makes a request equal to its limit: 8 CPU / 32 GiB never fits a
+    g2-standard-8. The requests (what the scheduler needs free) must fit next to GKE's system pods."""
+    _, spec, _ = compiled
+    machine = pools_raw()["node_pools"]["gpu"]["node_selector"]["node.kubernetes.io/instance-type"]
+    cpu, memory = gke_allocatable(machine)
+    resources = spec["deploymentSpec"]["executors"]["TorchTrainer_executor"]["container"]["resources"]
+    assert resources["cpuRequest"] + SYSTEM_PODS[0] <= cpu < resources["cpuLimit"] + 0.1
+    assert resources["memoryRequest"] * 1e9 / 2**30 + SYSTEM_PODS[1] <= memory
+    assert resources["memoryLimit"] * 1e9 / 2**30 <= memory  # above it, the node itself runs out of memory first
+
+
+def test_every_cpu_pool_step_fits_the_cpu_node_type_named_in_pools_yaml(compiled):
+    _, spec, _ = compiled
+    assert "n2-standard-16" in POOLS.read_text().split("resources:")[0]  # the cpu pool's machine type, by comment
+    cpu, memory = gke_allocatable("n2-standard-16")
+    for step in STEPS - {"TorchTrainer"}:
+        res = spec["deploymentSpec"]["executors"][executor_label(step)]["container"]["resources"]
+        needs_cpu, needs_gb = res.get("cpuRequest", res["cpuLimit"]), res.get("memoryRequest", res["memoryLimit"])
+        assert needs_cpu + SYSTEM_PODS[0] <= cpu and needs_gb * 1e9 / 2**30 + SYSTEM_PODS[1] <= memory, step
+
+
+def test_requests_reach_every_step_exampleGen_included(tmp_path):
+    """Requests are set apart from limits in the container spec, which every backend's driver reads
+    (cpuRequest/memoryRequest); a step without them keeps limits only."""
+    raw = pools_raw()
+    raw["resources"] = {**raw["resources"], "CsvExampleGen": {"cpu": 4, "memory": "16Gi", "cpu_request": 1.5,
+                                                               "memory_request": "12Gi"}}  # fmt: skip
+    out = compile_pipeline(settings_from_dict(raw, "pools.yaml"), tmp_path / "p.yaml")
+    spec, _ = yaml.safe_load_all(out.read_text())
+    executors = spec["deploymentSpec"]["executors"]
+    assert executors["CsvExampleGen_executor"]["container"]["resources"] == {
+        "cpuLimit": 4.0, "memoryLimit": 17.18, "cpuRequest": 1.5, "memoryRequest": 12.885}  # fmt: skip
+    assert executors["Transform_executor"]["container"]["resources"] == {"cpuLimit": 8.0, "memoryLimit": 34.36}
+
+
+def test_the_multinode_replicas_are_sized_by_the_trainers_requests(multinode):
+    """PyTorchJobSettings has one value for a replica's requests and limits; the requests are what fits the node."""
+    spec, _ = multinode
+    constant = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["pytorchjob"]
+    job = json.loads(constant["runtimeValue"]["constant"])
+    trainer = pools_raw()["trainer"]
+    assert (job["cpu"], job["memory"]) == (str(trainer["cpu_request"]), "25.77G")
+
+
+def test_no_beam_worker_count_is_compiled_in(compiled):
+    """Each step sets --direct_num_workers from its own pod at run time (pipeline/kfp/beam_workers.py)."""
+    out, _, _ = compiled
+    assert "--direct_num_workers" not in out.read_text()
+    assert "--direct_running_mode=multi_processing" in out.read_text()
+
+
+def test_a_data_root_is_read_through_examplegens_own_functions(tmp_path):
+    """ExampleGen lists a data root with tf.io.gfile (split_files) and opens each file with Beam's FileSystems
+    (open_input), the checks before the Beam work included: a local data root, as on the shared volume, is read
+    once that way here. gs:// goes through the same two file systems (no bucket is reachable offline); s3:// and
+    minio:// are refused at compile above, since neither has a file system in the image."""
+    import shutil
+
+    from torchtfx.components.csv_input.decode import open_input
+    from torchtfx.components.csv_input.executor import split_files
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.sources import csv_rows, default_data_dir
+
+    data_root = tmp_path / "mnt" / "torchtfx" / "data" / "taxi"
+    data_root.mkdir(parents=True)
+    for csv in default_data_dir(load_dataset_config("taxi")).glob("*.csv"):
+        shutil.copy(csv, data_root / csv.name)
+    settings = settings_from_dict({**pools_raw(), "data_root": str(data_root)}, "pools.yaml")
+    (path,) = split_files(settings.data_root, "*")
+    rows = csv_rows(path, open_input)
+    number, header = next(rows)
+    assert number == 1 and "trip_start_timestamp" in header
+    assert sum(1 for _ in rows) > 1000
+
+
+def test_gs_data_roots_are_accepted_and_the_image_has_their_file_systems():
+    import tensorflow as tf
+    from apache_beam.io.filesystems import FileSystems
+
+    settings = settings_from_dict({**pools_raw(), "data_root": "gs://bucket/taxi/"}, "pools.yaml")
+    assert settings.data_root == "gs://bucket/taxi"
+    assert "gs" in tf.io.gfile.get_registered_schemes() and "s3" not in tf.io.gfile.get_registered_schemes()
+    assert type(FileSystems.get_filesystem("gs://bucket/taxi")).__name__ == "GCSFileSystem"

@@ -1,5 +1,5 @@
 """The container entry point's fixes for the open-source KFP v2 launcher, on executor inputs shaped as the
-KFP 2.0-2.3 driver writes them (pure functions; the full chain runs in tests/e2e/test_kfp_emulation.py)."""
+KFP 2.0-2.17 drivers write them (pure functions; the full chain runs in tests/e2e/test_kfp_emulation.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import json
 import pytest
 
 from torchtfx.components.shared.absent import ABSENT_PROPERTY
-from torchtfx.pipeline.kfp.entrypoint import fill_input_types, local_path, localize, restore_uris
+from torchtfx.pipeline.kfp.entrypoint import (
+    fill_input_types,
+    local_path,
+    localize,
+    restore_uris,
+    set_aside_foreign_outputs,
+)
 
 EXAMPLES_TYPE = {"instanceSchema": "title: tfx.Examples\ntype: object\n"}
 
@@ -74,3 +80,34 @@ def test_restore_uris_gives_the_launcher_its_uris_back(tmp_path):
     artifact = json.loads(output.read_text())["artifacts"]["blessing"]["artifacts"][0]
     assert artifact["uri"] == "minio://b/out"
     assert artifact["metadata"] == {"current_model": "minio://b/model", "blessed": 1}
+
+
+def _with_backend_logs(executor_input: dict) -> dict:
+    """The output the KFP 2.5+ driver adds to every step (driver.go:2031@2.5.0; named from 2.15)."""
+    logs = {"name": "executor-logs", "type": {"schemaTitle": "system.Artifact"}, "uri": "minio://b/t/u/executor-logs"}
+    executor_input["outputs"]["artifacts"]["executor-logs"] = {"artifacts": [logs]}
+    return executor_input
+
+
+def _parse_outputs_as_tfx_does(executor_input: dict) -> dict:
+    from google.protobuf import json_format
+    from kfp.pipeline_spec import pipeline_spec_pb2
+    from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
+
+    proto = pipeline_spec_pb2.ExecutorInput()
+    json_format.Parse(json.dumps(executor_input), proto, ignore_unknown_fields=True)
+    return kubeflow_v2_entrypoint_utils.parse_raw_artifact_dict(proto.outputs.artifacts, {})
+
+
+def test_tfx_cannot_parse_the_kfp_2_5_executor_logs_output():
+    with pytest.raises(ImportError, match=r"system\.Artifact"):
+        _parse_outputs_as_tfx_does(_with_backend_logs(_executor_input()))
+
+
+def test_outputs_that_are_not_tfx_artifacts_are_left_to_the_launcher():
+    executor_input = _with_backend_logs(_executor_input())
+    assert set_aside_foreign_outputs(executor_input) == ["executor-logs"]
+    assert list(executor_input["outputs"]["artifacts"]) == ["blessing"]
+    parsed = _parse_outputs_as_tfx_does(executor_input)
+    assert [type(a).__name__ for a in parsed["blessing"]] == ["Examples"]
+    assert set_aside_foreign_outputs(_executor_input()) == []  # 2.1-2.4: nothing to set aside

@@ -66,7 +66,18 @@ FIELDS_2_3 = {
     "EnabledSharedMemory": ("volume_name", "size"),
     "EmptyDirMount": ("volume_name", "mount_path", "medium", "size_limit"),
 }  # fmt: skip
-FIELDS_BY_BACKEND = {"2.1": FIELDS_2_1, "2.2": FIELDS_2_1, "2.3": FIELDS_2_3, "2.4": FIELDS_2_3}
+# In-tree from 2.5.0 (go.mod replaces the module with ./kubernetes_platform). At 2.14.0 the names became parameters
+# too (secret_name, constant, ... deprecated but still read: backend/src/v2/driver/k8s.go:374-395@2.14.0); 2.16.0
+# adds the container's securityContext (proto line 43, message at 277; applied at k8s.go:724-762@2.16.0), the same
+# at 2.17.0. Only the messages this project writes, and what they gained:
+FIELDS_2_16 = {
+    **FIELDS_2_3,
+    "KubernetesExecutorConfig": (*FIELDS_2_3["KubernetesExecutorConfig"], "security_context:SecurityContext"),
+    "ImagePullSecret": ("secret_name", "secret_name_parameter"),
+    "SecurityContext": ("run_as_user", "run_as_group", "run_as_non_root"),
+}
+FIELDS_BY_BACKEND = {"2.1": FIELDS_2_1, "2.2": FIELDS_2_1, "2.3": FIELDS_2_3, "2.4": FIELDS_2_3, "2.16": FIELDS_2_16,
+                     "2.17": FIELDS_2_16}  # fmt: skip
 
 
 def _json_name(field: str) -> str:
@@ -121,10 +132,12 @@ def test_the_check_names_a_misspelled_or_unknown_field():
         ("2.2", {"gpus_per_node": 0}),
         ("2.3", {"gpus_per_node": 4}),  # several GPUs in one pod: a memory-backed /dev/shm
         ("2.4", {"gpus_per_node": 8}),
+        ("2.16", {"gpus_per_node": 2}),  # and the container's user (securityContext)
+        ("2.17", {"num_nodes": 2}),
     ],
 )
 def test_every_executor_config_uses_only_fields_its_backend_knows(backend, trainer, tmp_path):
-    raw = {**pools_raw(**trainer), "kfp_backend": backend}
+    raw = {**pools_raw(**trainer), "kfp_backend": backend, "image_pull_secrets": ["regcred", "mirror.io"]}
     for label, config in executor_configs(raw, tmp_path).items():
         assert unknown_fields(config, "KubernetesExecutorConfig", FIELDS_BY_BACKEND[backend]) == [], label
 
@@ -136,3 +149,26 @@ def test_several_gpus_in_one_pod_get_a_memory_backed_dev_shm(tmp_path):
     assert not [label for label, config in executors.items() if "emptyDirMounts" in config]
     # The oldest backend would fail the Trainer step on this field: compile refuses the combination there.
     assert unknown_fields(trainer, "KubernetesExecutorConfig", FIELDS_2_1) == ["emptyDirMounts"]
+
+
+@pytest.mark.parametrize("backend", ["2.1", "2.16"])
+def test_every_step_gets_the_image_pull_secrets(backend, tmp_path):
+    """imagePullSecret is read by the driver from 2.1.0 (driver.go:589-590@2.1.0) to 2.17.0 (k8s.go:492-512)."""
+    raw = {**pools_raw(), "kfp_backend": backend, "image_pull_secrets": ["regcred", "mirror.io"]}
+    for label, config in executor_configs(raw, tmp_path).items():
+        assert config["imagePullSecret"] == [{"secretName": "regcred"}, {"secretName": "mirror.io"}], label
+    assert not [c for c in executor_configs(pools_raw(), tmp_path).values() if "imagePullSecret" in c]
+
+
+def test_from_2_16_every_step_runs_as_the_images_user_and_non_root(tmp_path):
+    """Pod Security "restricted" needs runAsNonRoot; 2.16+ adds the rest itself (seccomp RuntimeDefault, no
+    privilege escalation, capabilities dropped). Older backends have no such field (2.1-2.4 would fail on it)."""
+    from torchtfx.pipeline.kfp.platform import IMAGE_UID
+
+    dockerfile = (PROJECT_ROOT / "kubeflow" / "Dockerfile").read_text()
+    assert int(re.search(r"^ARG APP_UID=(\d+)$", dockerfile, re.M).group(1)) == IMAGE_UID
+    for config in executor_configs({**pools_raw(), "kfp_backend": "2.16"}, tmp_path).values():
+        assert config["securityContext"] == {"runAsUser": IMAGE_UID, "runAsGroup": IMAGE_UID, "runAsNonRoot": True}
+    for backend in ("2.1", "2.3", "2.15"):
+        configs = executor_configs({**pools_raw(), "kfp_backend": backend}, tmp_path).values()
+        assert not [c for c in configs if "securityContext" in c], backend

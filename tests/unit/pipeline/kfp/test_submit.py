@@ -20,6 +20,8 @@ from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 from torchtfx.pipeline.kfp.follow import RunFollower, RunTimeoutError
 from torchtfx.pipeline.kfp.submit import SubmitError, connect, submit
 
+NS = "team-a"  # the profile namespace of a multi-user install
+
 
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
@@ -37,7 +39,7 @@ def kfp():
 
 def test_submit_sends_spec_platform_spec_and_run_id_with_the_token_from_the_environment(kfp, package, monkeypatch):
     monkeypatch.setenv("KFP_TOKEN", "tok-from-env-0123456789")
-    done = submit(package, host=kfp.url, experiment="taxi-nightly", run_name="nightly-1", params={})
+    done = submit(package, host=kfp.url, experiment="taxi-nightly", run_name="nightly-1", params={}, namespace=NS)
     assert done.run_id == "run-123" and done.url.endswith("/#/runs/details/run-123")
     (run,) = kfp.runs()
     assert run["headers"]["authorization"] == "Bearer tok-from-env-0123456789"
@@ -47,7 +49,9 @@ def test_submit_sends_spec_platform_spec_and_run_id_with_the_token_from_the_envi
     assert "kubernetes" in body["pipeline_spec"]["platform_spec"]["platforms"]
     run_id = body["runtime_config"]["parameters"]["pipeline-run-id"]
     assert run_id.startswith("nightly-1-")
-    assert body["runtime_config"]["pipeline_root"] == "minio://mlpipeline/v2/artifacts/torchtfx"
+    assert (
+        body["runtime_config"]["pipeline_root"] == "minio://mlpipeline/private-artifacts/team-a/v2/artifacts/torchtfx"
+    )
     assert "tok-from-env" not in json.dumps(body) and helpers.find_credentials(json.dumps(body)) == []
 
 
@@ -55,10 +59,33 @@ def test_the_run_carries_the_specs_pipeline_root(kfp, package):
     """The backend takes the run's pipeline_root, else the cluster's kfp-launcher ConfigMap, never the spec's
     defaultPipelineRoot: without it the artifacts would land in the cluster's default root."""
     spec = yaml.safe_load_all(package.read_text()).__next__()
-    done = submit(package, host=kfp.url, experiment="taxi", run_name="r")
+    done = submit(package, host=kfp.url, experiment="taxi", run_name="r", namespace=NS)
     (run,) = kfp.runs()
-    assert run["body"]["runtime_config"]["pipeline_root"] == spec["defaultPipelineRoot"] == done.pipeline_root
-    assert done.pipeline_root.startswith("minio://")
+    assert run["body"]["runtime_config"]["pipeline_root"] == done.pipeline_root
+    assert done.pipeline_root == spec["defaultPipelineRoot"].replace("{namespace}", NS)
+
+
+def test_the_namespace_comes_from_the_kfp_context_when_not_given(kfp, package, monkeypatch):
+    monkeypatch.setattr("kfp.Client.get_user_namespace", lambda self: "team-b")
+    done = submit(package, host=kfp.url, experiment="taxi", run_name="r")
+    assert done.pipeline_root == "minio://mlpipeline/private-artifacts/team-b/v2/artifacts/torchtfx"
+
+
+def test_a_per_namespace_root_without_a_namespace_is_refused_before_any_run(kfp, package, monkeypatch):
+    monkeypatch.setattr("kfp.Client.get_user_namespace", lambda self: "")
+    with pytest.raises(SubmitError, match=r"is per namespace: pass --namespace"):
+        submit(package, host=kfp.url, experiment="taxi")
+    assert kfp.runs() == []
+
+
+def test_a_root_of_another_namespace_is_refused_with_the_rule(kfp, package, tmp_path):
+    spec, platform = yaml.safe_load_all(package.read_text())
+    other = tmp_path / "other.yaml"
+    root = "minio://mlpipeline/private-artifacts/team-b/v2/artifacts/torchtfx"
+    other.write_text(yaml.safe_dump_all([{**spec, "defaultPipelineRoot": root}, platform]))
+    with pytest.raises(SubmitError, match=r"belongs to namespace 'team-b', but the run goes to 'team-a'.*private-art"):
+        submit(other, host=kfp.url, experiment="taxi", namespace=NS)
+    assert kfp.runs() == []
 
 
 def test_a_package_whose_root_the_launcher_cannot_use_is_refused(kfp, package, tmp_path):
@@ -71,8 +98,8 @@ def test_a_package_whose_root_the_launcher_cannot_use_is_refused(kfp, package, t
 
 
 def test_submit_reuses_the_experiment(kfp, package):
-    submit(package, host=kfp.url, experiment="taxi", run_name="a")
-    submit(package, host=kfp.url, experiment="taxi", run_name="b")
+    submit(package, host=kfp.url, experiment="taxi", run_name="a", namespace=NS)
+    submit(package, host=kfp.url, experiment="taxi", run_name="b", namespace=NS)
     assert len(kfp.experiments) == 1 and len(kfp.runs()) == 2
 
 
@@ -87,7 +114,7 @@ def test_unknown_parameter_and_missing_package_are_refused(kfp, package, tmp_pat
 def test_refused_run_says_why(kfp, package):
     kfp.run_code = 403
     with pytest.raises(SubmitError, match=r"403.*KFP_TOKEN"):
-        submit(package, host=kfp.url, experiment="taxi", run_name="x")
+        submit(package, host=kfp.url, experiment="taxi", run_name="x", namespace=NS)
 
 
 # ------------------------------------------------------------------ submit --wait
@@ -109,8 +136,8 @@ class FakeClock:
 
 def follow(kfp, package, timeout: float = 600, poll: float = 30) -> tuple[list[str], FakeClock, object]:
     """Submit, then follow the run with the real kfp.Client polling the fake server; simulated clock."""
-    client = connect(kfp.url, None)
-    done = submit(package, host=kfp.url, experiment="taxi", run_name="ci-1", client=client)
+    client = connect(kfp.url, NS)
+    done = submit(package, host=kfp.url, experiment="taxi", run_name="ci-1", client=client, namespace=NS)
     lines, clock = [], FakeClock()
     try:
         outcome = RunFollower(client, lines.append, sleep=clock.sleep, clock=clock).follow(done.run_id, timeout, poll)
@@ -180,17 +207,17 @@ def test_submit_wait_exit_code_says_how_the_run_ended(kfp, package, statuses, ex
     from torchtfx.pipeline.cli.kubeflow import submit_cmd
 
     kfp.statuses = statuses
-    args = ["--package", str(package), "--host", kfp.url, "--run-name", "ci-2", "--wait", *extra]
+    args = ["--package", str(package), "--host", kfp.url, "--namespace", NS, "--run-name", "ci-2", "--wait", *extra]
     result = CliRunner().invoke(submit_cmd, args)
     assert result.exit_code == code, result.output
     assert expected in result.output
-    assert "Artifacts go to minio://mlpipeline/v2/artifacts/torchtfx" in result.output
+    assert "Artifacts go to minio://mlpipeline/private-artifacts/team-a/v2/artifacts/torchtfx" in result.output
     assert "[0:00:00] run: " in result.output
 
 
 def test_submit_without_wait_does_not_poll(kfp, package):
     from torchtfx.pipeline.cli.kubeflow import submit_cmd
 
-    result = CliRunner().invoke(submit_cmd, ["--package", str(package), "--host", kfp.url])
+    result = CliRunner().invoke(submit_cmd, ["--package", str(package), "--host", kfp.url, "--namespace", NS])
     assert result.exit_code == 0, result.output
     assert len(kfp.runs()) == 1 and kfp.run_gets() == []
