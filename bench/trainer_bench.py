@@ -115,7 +115,7 @@ def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, e
     def from_transform_output(i: int) -> None:
         shutil.rmtree(arrays, ignore_errors=True)
         started = time.perf_counter()
-        counts.update(materialize(transform.split_uris, layout, spec, arrays))
+        counts.update(materialize(transform.split_uris, layout, spec, arrays).rows)
         materialize_seconds.append(time.perf_counter() - started)
         history = _train_in_process(_job(arrays, work / f"from_transform_{i}", layout, hparams), None)
         totals["transform_output"] += time.perf_counter() - started
@@ -182,7 +182,7 @@ def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, 
     shutil.rmtree(work, ignore_errors=True)
     layout, spec = transform.layout_and_spec(dataset)
     arrays = work / "arrays"
-    counts = materialize(transform.split_uris, layout, spec, arrays)
+    counts = materialize(transform.split_uris, layout, spec, arrays).rows
     measured: dict[str, list[dict]] = {name: [] for name, _, _ in DDP_VARIANTS}
     for i, (name, workers, sync_every) in _mirrored(DDP_VARIANTS, rounds):
         hparams = _fixed_epochs(epochs, num_workers=workers, sync_every=sync_every)
@@ -222,7 +222,7 @@ def launch_choice(transform: TransformOutput, dataset: DatasetConfig, work: Path
 
     shutil.rmtree(work, ignore_errors=True)
     layout, spec = transform.layout_and_spec(dataset)
-    counts = materialize(transform.split_uris, layout, spec, work / "arrays")
+    counts = materialize(transform.split_uris, layout, spec, work / "arrays").rows
     measured: dict[str, list[dict]] = {"in_process": [], "torchrun_2_workers": []}
     for i, name in _mirrored(tuple(measured), rounds):
         job = _job(work / "arrays", work / f"{name}_{i}", layout, TrainerHParams(use_gpu=False, num_workers=1))

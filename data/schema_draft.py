@@ -2,13 +2,23 @@
 
 The draft is a starting point to curate by hand (tighten domains, mark optional columns), then
 commit as ``schema/<dataset>/schema.pbtxt``.
+
+Missing-value markers (``NA`` from R, ``#N/A`` from Excel, ``NULL``, ``NaN``: data/config/missing.py) are read as
+missing in a column whose other values are all numbers, as ExampleGen reads them with the dataset config's
+``missing_values``; a column with any other text keeps them as values. Each column where that made a difference
+is named in a warning, and so is a column that is numeric but for a common marker left out of the list.
 """
 
 from __future__ import annotations
 
+import collections
+import csv
+import dataclasses
+import io
 import logging
 import math
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import apache_beam as beam
@@ -17,7 +27,8 @@ from google.protobuf import text_format
 from tensorflow_data_validation.coders import csv_decoder
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
-from torchtfx.data.sources import DataSourceError, csv_files, read_header
+from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
+from torchtfx.data.sources import DataSourceError, csv_files, csv_rows, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -56,20 +67,106 @@ def _set_presence_and_shape(schema: schema_pb2.Schema) -> None:
             feature.ClearField("presence")
 
 
-def _statistics(files: list[Path]) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """TFDV's ``generate_statistics_from_csv``, with the header read by data/sources.py: TFDV's own reader keeps
-    a byte-order mark in the first column's name, and the draft would then name that column '\\ufeff...'."""
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclasses.dataclass
+class _ColumnScan:
+    """What one column's cells are: numbers but for missing-value markers, or text."""
+
+    numeric: bool = True  # every cell so far is empty, a number or a marker
+    markers: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # configured ones
+    unlisted: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # common, not configured
+
+    def add(self, text: str, markers: frozenset[str]) -> None:
+        if not self.numeric or not text:
+            return
+        if text in markers:
+            self.markers[text] += 1
+        elif _is_number(text):  # "NaN" too, when it is not a marker: TFDV reads it as a float
+            return
+        elif text in DEFAULT_MISSING_VALUES:
+            self.unlisted[text] += 1
+        else:
+            self.numeric = False
+
+
+def _scan(files: list[Path], header: list[str], markers: frozenset[str]) -> dict[str, _ColumnScan]:
+    """Every column's cells classified (one pass over the files, with the reader ExampleGen uses)."""
+    scans = [_ColumnScan() for _ in header]
+    for path in files:
+        rows = csv_rows(path)
+        next(rows)
+        for _, record in rows:
+            for scan, text in zip(scans, record, strict=True):
+                scan.add(text, markers)
+    return dict(zip(header, scans, strict=True))
+
+
+def _counted(counter: collections.Counter) -> str:
+    return ", ".join(f"{value!r} ({count} cells)" for value, count in counter.most_common())
+
+
+def _warn_about_markers(scans: dict[str, _ColumnScan]) -> frozenset[str]:
+    """Warn per column where markers decide its type; returns the columns whose markers are read as missing."""
+    blanked = set()
+    for name, scan in scans.items():
+        if not scan.numeric:
+            continue
+        if scan.unlisted:
+            logger.warning(
+                "Column %r holds numbers and %s, which is not among the missing-value markers given: drafted as "
+                "text (BYTES). If it means 'no value', pass it with --missing-value and list it under "
+                "missing_values in the dataset config (the default list has it)",
+                name, _counted(scan.unlisted),
+            )  # fmt: skip
+        elif scan.markers:
+            blanked.add(name)
+            logger.warning(
+                "Column %r holds numbers and %s: read as missing, so the column is drafted as a number. ExampleGen "
+                "reads them so only while the dataset config's missing_values lists them (the default list does)",
+                name, _counted(scan.markers),
+            )  # fmt: skip
+    return frozenset(blanked)
+
+
+def _lines(path: str, blanked: tuple[int, ...], markers: frozenset[str]) -> Iterator[str]:
+    """The records of ``path`` after its header, as CSV lines, with the markers of the ``blanked`` columns
+    emptied."""
+    rows = csv_rows(path)
+    next(rows)
+    for _, record in rows:
+        for i in blanked:
+            if record[i] in markers:
+                record[i] = ""
+        out = io.StringIO()
+        csv.writer(out, lineterminator="").writerow(record)
+        yield out.getvalue()
+
+
+def _statistics(files: list[Path], missing_values: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
+    """TFDV's ``generate_statistics_from_csv``, with the records read by data/sources.py: TFDV's own reader keeps
+    a byte-order mark in the first column's name, and the draft would then name that column '\\ufeff...'. The
+    numeric columns' missing-value markers are emptied first (see the module's docstring)."""
     header = read_header(files[0])
     for path in files[1:]:
         if read_header(path) != header:
             raise DataSourceError(f"{path} and {files[0]} have different headers; the draft needs them identical")
+    markers = frozenset(missing_values) - {""}
+    blanked = _warn_about_markers(_scan(files, header, markers))
+    positions = tuple(i for i, name in enumerate(header) if name in blanked)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "stats.pb"
         with beam.Pipeline() as pipeline:
             _ = (
                 pipeline
                 | "Read" >> beam.Create([str(p) for p in files])
-                | "Lines" >> beam.io.ReadAllFromText(skip_header_lines=1)
+                | "Lines" >> beam.FlatMap(_lines, positions, markers)
                 | "Decode" >> csv_decoder.DecodeCSV(column_names=header)
                 | "Statistics" >> tfdv.GenerateStatistics(tfdv.StatsOptions())
                 | "Write" >> tfdv.WriteStatisticsToBinaryFile(str(out))
@@ -77,11 +174,12 @@ def _statistics(files: list[Path]) -> statistics_pb2.DatasetFeatureStatisticsLis
         return statistics_pb2.DatasetFeatureStatisticsList.FromString(out.read_bytes())
 
 
-def draft_schema(data_dir: Path) -> schema_pb2.Schema:
-    """Infer a schema (types, presence, string domains, value ranges) from the CSVs in ``data_dir``."""
+def draft_schema(data_dir: Path, missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES) -> schema_pb2.Schema:
+    """Infer a schema (types, presence, string domains, value ranges) from the CSVs in ``data_dir``;
+    ``missing_values`` in a numeric column are missing values."""
     files = csv_files(data_dir)
     logger.info("Computing statistics over %s CSV file(s) in %s", len(files), data_dir)
-    stats = _statistics(files)
+    stats = _statistics(files, missing_values)
     schema = tfdv.infer_schema(stats, infer_feature_shape=False)
     _add_value_ranges(schema, _numeric_ranges(stats))
     _set_presence_and_shape(schema)

@@ -31,9 +31,13 @@ def _example_gen(data_root: str, dataset: DatasetConfig):
     splits = [example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=n) for name, n in dataset.split.items()]
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
     # TFX's CsvExampleGen, whose executor first checks every CSV line against the curated schema (a clear error,
-    # not a Beam trace) and decodes each column with the schema's type (the one ImportSchemaGen imports).
+    # not a Beam trace) and decodes each column with the schema's type (the one ImportSchemaGen imports); the
+    # dataset's missing_values are missing values in a numeric column.
     return checked_csv_example_gen(
-        input_base=data_root, output_config=output_config, schema_file=str(dataset.schema_path)
+        input_base=data_root,
+        output_config=output_config,
+        schema_file=str(dataset.schema_path),
+        missing_values=dataset.missing_values,
     )
 
 
@@ -132,6 +136,7 @@ def create_pipeline(
         evaluation=evaluator.outputs["evaluation"],
         examples=example_gen.outputs["examples"],
         statistics=statistics_gen.outputs["statistics"],
+        champion=champion.outputs["champion"],  # promoted only over the champion the Evaluator compared with
         serving_dir=serving_model_dir,
         serving_model_name=serving_model_name,
         registered_model_name=registered_model_name,

@@ -142,13 +142,15 @@ def label_strings(x: tf.Tensor | tf.SparseTensor) -> tuple[tf.Tensor, tf.Tensor]
     return raw, tf.logical_and(present, tf.not_equal(raw, ""))
 
 
-def binary_label(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
-    """int64 [batch] in {0, 1}; rows whose label inputs are missing get 0."""
+def binary_label(inputs: dict[str, Any], rule: LabelRule) -> tuple[tf.Tensor, tf.Tensor]:
+    """(label int64 [batch] in {0, 1}, present bool [batch]). A row whose label inputs are missing (no value,
+    NaN, or an empty string) is not present, and its label is 0; :func:`label_outputs` refuses it or keeps the 0,
+    as ``label.missing`` says."""
     if rule.op == "in":
-        raw, _ = label_strings(inputs[rule.column])
+        raw, present = label_strings(inputs[rule.column])
         positive = tf.constant(list(rule.positive_values), tf.string)
-        hit = tf.reduce_any(tf.equal(raw[:, None], positive[None, :]), axis=1)
-        return tf.cast(hit, tf.int64)
+        hit = tf.logical_and(present, tf.reduce_any(tf.equal(raw[:, None], positive[None, :]), axis=1))
+        return tf.cast(hit, tf.int64), present
     value = numeric_feature(inputs[rule.column], float("nan"))
     threshold = tf.constant(rule.threshold, tf.float32)
     if rule.relative_to:
@@ -161,7 +163,8 @@ def binary_label(inputs: dict[str, Any], rule: LabelRule) -> tf.Tensor:
         "equal": tf.equal,
     }[rule.op]
     missing = tf.math.logical_or(tf.math.is_nan(value), tf.math.is_nan(threshold))
-    return tf.where(missing, tf.zeros_like(value, tf.int64), tf.cast(compare(value, threshold), tf.int64))
+    label = tf.where(missing, tf.zeros_like(value, tf.int64), tf.cast(compare(value, threshold), tf.int64))
+    return label, tf.logical_not(missing)
 
 
 def multiclass_label(inputs: dict[str, Any], cfg: DatasetConfig) -> tuple[tf.Tensor, tf.Tensor]:
@@ -192,9 +195,13 @@ def regression_target(inputs: dict[str, Any], rule: LabelRule) -> tuple[tf.Tenso
 
 
 def label_outputs(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor]:
-    """The label (and, for multiclass and regression, its weight and the target in serving units)."""
+    """The label, its weight where a row can be refused (``cfg.label_weight_key``), and for regression the target
+    in serving units."""
     if cfg.task == BINARY:
-        return {cfg.label_key: binary_label(inputs, cfg.label)}
+        label, present = binary_label(inputs, cfg.label)
+        if not cfg.label_weight_key:  # label.missing: negative, or no label column can be missing
+            return {cfg.label_key: label}
+        return {cfg.label_key: label, cfg.label_weight_key: tf.cast(present, tf.float32)}
     if cfg.task == MULTICLASS:
         ids, weight = multiclass_label(inputs, cfg)
         return {cfg.label_key: ids, cfg.label_weight_key: weight}

@@ -1,4 +1,5 @@
-"""Find the current champion: the registry's ``champion`` alias, else the serving directory."""
+"""Find the current champion: the registry's ``champion`` alias, else the serving directory; only in a serving
+directory that belongs to that registry (``components.shared.serving_identity``) and whose models.config parses."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from torchtfx.components.shared import serving_config, serving_layout
+from torchtfx.components.shared import serving_config, serving_identity, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
 
 
@@ -61,8 +62,11 @@ def _unreadable(path: Path) -> str | None:
 
 
 def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion | None:
-    """None on a first run (no champion anywhere)."""
+    """None on a first run (no champion anywhere). Raises ServingBindingError when the serving directory is
+    another registry's, ServingConfigError when its models.config does not parse."""
+    serving_config.read_models_config(serving_dir)
     if registry is not None:
+        serving_identity.check(serving_dir, registry)
         version = registry.alias_version(CHAMPION)
         if version is not None:
             serving = registry.serving_version(CHAMPION)

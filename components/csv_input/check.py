@@ -6,6 +6,8 @@ file, and every value readable as its column's schema type.
 A value that cannot be read as the schema's type is an error here, not a DataGate anomaly: like a database
 load job, ExampleGen refuses it with where it is, and the run could not use it anyway (Transform parses every
 column with the schema's type). All such values of all files are collected first, so one run names them all.
+A numeric column's missing-value marker (the dataset config's ``missing_values``: ``NA``, ``NULL``...) is a
+missing value, not a bad one.
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ def _check_file(
     schema_file: str,
     open_binary: OpenBinary | None,
     found: CheckedInput | None,
+    missing_values: tuple[str, ...],
 ) -> CheckedInput:
     rows = csv_rows(path, open_binary)
     _, header = next(rows)
-    plan = ColumnPlan.for_file(path, header, schema_types, schema_file)
+    plan = ColumnPlan.for_file(path, header, schema_types, schema_file, missing_values)
     if found is not None and set(plan.header) != set(found.plan.header):
         extra = [name for name in plan.header if name not in found.plan.header]
         lacks = [name for name in found.plan.header if name not in plan.header]
@@ -63,7 +66,7 @@ def _check_file(
     for line, record in rows:
         count += 1
         if empty:
-            empty = [i for i in empty if not record[i]]
+            empty = [i for i in empty if record[i] in plan.missing_cells[i]]
         for position in plan.bad_cells(record):
             key = (path, plan.header[position], plan.kinds[position])
             if key in checked.bad:
@@ -91,18 +94,23 @@ def _bad_values_error(bad: dict[tuple[str, str, int], _BadValues], schema_file: 
     return DataSourceError(
         "values that cannot be read as their column's type in the curated schema:\n  - "
         + "\n  - ".join(lines)
-        + f"\nFix the values (leave a cell empty for a missing value), or, if a column's type really changed, "
-        f"update the curated schema ({schema_file})."
+        + f"\nFix the values (leave a cell empty for a missing value, or list the text that marks one under "
+        f"missing_values in the dataset config), or, if a column's type really changed, update the curated schema "
+        f"({schema_file})."
     )
 
 
 def check_inputs(
-    paths: list[str], schema_types: dict[str, int], schema_file: str, open_binary: OpenBinary | None = None
+    paths: list[str],
+    schema_types: dict[str, int],
+    schema_file: str,
+    open_binary: OpenBinary | None = None,
+    missing_values: tuple[str, ...] = (),
 ) -> CheckedInput:
     """Check every file (see the module's docstring); returns the row count and the column plan."""
     checked = None
     for path in paths:
-        checked = _check_file(path, schema_types, schema_file, open_binary, checked)
+        checked = _check_file(path, schema_types, schema_file, open_binary, checked, missing_values)
     if checked is None:
         raise DataSourceError("no input files to check")
     if checked.bad:

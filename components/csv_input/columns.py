@@ -7,12 +7,15 @@ reads ``3.0`` as 3 (what pandas writes for an integer column with missing values
 know are kept as text, so the DataGate still reports them as new columns. The output is what TFX writes: one
 feature per CSV column, an empty cell an empty value list of the column's type, and a column without a value in
 any row a feature without a type.
+
+A numeric column reads the dataset config's ``missing_values`` (``NA``, ``NULL``, ``NaN``: data/config/missing.py)
+as an empty cell; a text column keeps them as values (``NA`` is North America there).
 """
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
@@ -72,6 +75,7 @@ _PARSERS: dict[int, Callable[[str], object]] = {
     schema_pb2.BYTES: str.encode,  # UTF-8, as TFX writes text
 }
 _LISTS = {schema_pb2.INT: "int64_list", schema_pb2.FLOAT: "float_list", schema_pb2.BYTES: "bytes_list"}
+_EMPTY_ONLY = frozenset({""})  # a text column's only missing value
 
 
 def _normalized(name: str) -> str:
@@ -99,40 +103,60 @@ class ColumnPlan:
 
     A column with no value in any row of the input (``empty``) is written without a type, as TFX writes a
     column whose type it could not infer: the DataGate then reports it "not present in any examples" (an empty
-    value list would count as present)."""
+    value list would count as present). A numeric column's cell that is one of ``missing_values`` is an empty
+    cell; a text column's is a value."""
 
-    def __init__(self, header: list[str], schema_types: dict[str, int], empty: frozenset[str] = frozenset()):
+    def __init__(
+        self,
+        header: list[str],
+        schema_types: dict[str, int],
+        empty: frozenset[str] = frozenset(),
+        missing_values: Iterable[str] = (),
+    ):
         self.header = tuple(header)
         self.kinds = tuple(schema_types.get(name, schema_pb2.BYTES) for name in header)
+        numeric_missing = _EMPTY_ONLY | frozenset(missing_values)
+        # Per column: the cells that stand for no value.
+        self.missing_cells = tuple(_EMPTY_ONLY if kind == schema_pb2.BYTES else numeric_missing for kind in self.kinds)
         # In the file, not in the schema: kept as text, and the DataGate reports a new column.
         self.unknown = tuple(name for name in header if name not in schema_types)
         # In the schema, not in the file: absent, and the DataGate reports a dropped column.
         self.missing = tuple(name for name in schema_types if name not in header)
-        columns = zip(self.header, self.kinds, strict=True)
+        columns = zip(self.header, self.kinds, self.missing_cells, strict=True)
         self._columns = tuple(
-            (name, kind, None if name in empty else _LISTS[kind], _PARSERS[kind]) for name, kind in columns
+            (name, kind, None if name in empty else _LISTS[kind], _PARSERS[kind], missing)
+            for name, kind, missing in columns
         )
         self._numeric = tuple((i, _PARSERS[k]) for i, k in enumerate(self.kinds) if k != schema_pb2.BYTES)
+        self._numeric_missing = numeric_missing
 
     @classmethod
-    def for_file(cls, path: str, header: list[str], schema_types: dict[str, int], schema_file: str) -> ColumnPlan:
+    def for_file(
+        cls,
+        path: str,
+        header: list[str],
+        schema_types: dict[str, int],
+        schema_file: str,
+        missing_values: Iterable[str] = (),
+    ) -> ColumnPlan:
         _misspelled(path, header, schema_types, schema_file)
-        return cls(header, schema_types)
+        return cls(header, schema_types, missing_values=missing_values)
 
     def bad_cells(self, record: list[str]) -> list[int]:
-        """Positions of the non-empty cells that cannot be read as their column's type."""
-        return [i for i, parse in self._numeric if record[i] and parse(record[i]) is None]
+        """Positions of the cells that are neither missing nor readable as their column's type."""
+        missing = self._numeric_missing
+        return [i for i, parse in self._numeric if record[i] not in missing and parse(record[i]) is None]
 
     def to_example(self, record: list[str]) -> example_pb2.Example:
-        """One checked record (see :meth:`bad_cells`) as a tf.Example; an empty cell is an empty value list."""
+        """One checked record (see :meth:`bad_cells`) as a tf.Example; a missing cell is an empty value list."""
         example = example_pb2.Example()
         features = example.features.feature
-        for (name, kind, list_name, parse), text in zip(self._columns, record, strict=True):
-            if list_name is None and not text:
+        for (name, kind, list_name, parse, missing), text in zip(self._columns, record, strict=True):
+            if list_name is None and text in missing:
                 features.get_or_create(name)  # no value anywhere: no type, as TFX writes it
                 continue
             values = getattr(features[name], list_name or _LISTS[kind])
-            if text:
+            if text not in missing:
                 value = parse(text)
                 if value is None:
                     raise ValueError(f"column {name!r}: {text!r} is not {TYPE_NAMES[kind]}")

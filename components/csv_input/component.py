@@ -8,30 +8,37 @@ from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
 from torchtfx.components.csv_input import executor
-from torchtfx.components.csv_input.constants import INPUT_PATTERN, SCHEMA_FILE_KEY
+from torchtfx.components.csv_input.constants import INPUT_PATTERN, MISSING_VALUES_KEY, SCHEMA_FILE_KEY
 from torchtfx.components.shared.contracts import EXAMPLE_GEN_ID
+from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
 
 
-def schema_custom_config(schema_file: str) -> example_gen_pb2.CustomConfig:
-    """The component's custom_config: the curated schema whose types decode the CSV (the DataGate's schema too)."""
+def schema_custom_config(
+    schema_file: str, missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
+) -> example_gen_pb2.CustomConfig:
+    """The component's custom_config: the curated schema whose types decode the CSV (the DataGate's schema too),
+    and the text read as a missing value in its numeric columns."""
     values = struct_pb2.Struct()
-    values.update({SCHEMA_FILE_KEY: schema_file})
+    values.update({SCHEMA_FILE_KEY: schema_file, MISSING_VALUES_KEY: list(missing_values)})
     config = example_gen_pb2.CustomConfig()
     config.custom_config.Pack(values)
     return config
 
 
 def checked_csv_example_gen(
-    input_base: str, output_config: example_gen_pb2.Output, schema_file: str
+    input_base: str,
+    output_config: example_gen_pb2.Output,
+    schema_file: str,
+    missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES,
 ) -> FileBasedExampleGen:
     """ExampleGen over the ``*.csv`` files of ``input_base`` (the files data/sources.py:csv_files checks), each
-    column decoded with ``schema_file``'s type."""
+    column decoded with ``schema_file``'s type; ``missing_values`` in a numeric column are missing values."""
     split = example_gen_pb2.Input.Split(name="single_split", pattern=INPUT_PATTERN)
     component = FileBasedExampleGen(
         input_base=input_base,
         input_config=example_gen_pb2.Input(splits=[split]),
         output_config=output_config,
-        custom_config=schema_custom_config(schema_file),
+        custom_config=schema_custom_config(schema_file, missing_values),
         custom_executor_spec=executor_spec.BeamExecutorSpec(executor.Executor),
     )
     return component.with_id(EXAMPLE_GEN_ID)

@@ -2,6 +2,9 @@
 
 # In the component's custom_config (a google.protobuf.Struct): the curated schema whose types decode the CSV.
 SCHEMA_FILE_KEY = "schema_file"
+# ... and the text read as a missing value in a numeric column (the dataset config's missing_values); absent: the
+# default list (data/config/missing.py).
+MISSING_VALUES_KEY = "missing_values"
 # The files of the input directory that ExampleGen reads: the same ones data/sources.py:csv_files checks.
 INPUT_PATTERN = "*.csv"
 # Bad values listed in one error message; the rest are counted.

@@ -30,15 +30,22 @@ class CsvFileToExamples(beam.DoFn):
     bytes TFX's hash split reads, so an example lands in the same split as with TFX), or as protos when the
     split is by a feature's value."""
 
-    def __init__(self, schema_types: dict[str, int], empty: frozenset[str], serialize: bool = True):
+    def __init__(
+        self,
+        schema_types: dict[str, int],
+        empty: frozenset[str],
+        missing_values: tuple[str, ...] = (),
+        serialize: bool = True,
+    ):
         self._schema_types = schema_types
         self._empty = empty  # columns without a value in any row (check.py): written without a type
+        self._missing_values = missing_values  # read as missing in a numeric column (the dataset config's)
         self._serialize = serialize
 
     def process(self, path: str) -> Iterator[bytes | object]:
         rows = csv_rows(path, open_input)
         _, header = next(rows)
-        plan = ColumnPlan(header, self._schema_types, self._empty)
+        plan = ColumnPlan(header, self._schema_types, self._empty, self._missing_values)
         for line, record in rows:
             try:
                 example = plan.to_example(record)

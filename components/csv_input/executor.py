@@ -29,8 +29,9 @@ from tfx.utils import proto_utils
 
 from torchtfx.components.csv_input.check import check_inputs
 from torchtfx.components.csv_input.columns import load_schema_types
-from torchtfx.components.csv_input.constants import SCHEMA_FILE_KEY
+from torchtfx.components.csv_input.constants import MISSING_VALUES_KEY, SCHEMA_FILE_KEY
 from torchtfx.components.csv_input.decode import CsvFileToExamples, open_input
+from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.sources import DataSourceError, csv_files
 
 logger = logging.getLogger(__name__)
@@ -46,8 +47,8 @@ def split_files(input_base: str, pattern: str) -> list[str]:
     return paths
 
 
-def schema_file(exec_properties: dict[str, Any]) -> str:
-    """The curated schema named in the component's custom_config (component.py:schema_custom_config)."""
+def _custom_config(exec_properties: dict[str, Any]) -> struct_pb2.Struct:
+    """The component's custom_config (component.py:schema_custom_config), which names the curated schema."""
     config = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
     if isinstance(config, str):
         config = proto_utils.json_to_proto(config, example_gen_pb2.CustomConfig())
@@ -58,7 +59,18 @@ def schema_file(exec_properties: dict[str, Any]) -> str:
             f"torchtfx.components.csv_input.component.checked_csv_example_gen(schema_file=...) (custom_config: "
             f"{json_format.MessageToJson(config) if config is not None else None})"
         )
-    return values[SCHEMA_FILE_KEY]
+    return values
+
+
+def schema_file(exec_properties: dict[str, Any]) -> str:
+    """The curated schema named in the component's custom_config."""
+    return _custom_config(exec_properties)[SCHEMA_FILE_KEY]
+
+
+def missing_values(exec_properties: dict[str, Any]) -> tuple[str, ...]:
+    """The text read as a missing value in a numeric column (the default list where the config has none)."""
+    values = _custom_config(exec_properties)
+    return checked_markers(list(values[MISSING_VALUES_KEY])) if MISSING_VALUES_KEY in values else DEFAULT_MISSING_VALUES
 
 
 def _output_config(exec_properties: dict[str, Any]) -> example_gen_pb2.Output:
@@ -75,6 +87,7 @@ class _SchemaCsvToExample(beam.PTransform):
         self._empty = empty
         self._paths = split_files(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
         self._schema_types = load_schema_types(schema_file(exec_properties))
+        self._missing_values = missing_values(exec_properties)
         # TFX's split by a feature's value reads the proto; its hash split reads the serialized bytes.
         self._serialize = not _output_config(exec_properties).split_config.HasField("partition_feature_name")
 
@@ -82,7 +95,8 @@ class _SchemaCsvToExample(beam.PTransform):
         return (
             pipeline
             | "CreateFilenames" >> beam.Create(self._paths)
-            | "CsvToExample" >> beam.ParDo(CsvFileToExamples(self._schema_types, self._empty, self._serialize))
+            | "CsvToExample"
+            >> beam.ParDo(CsvFileToExamples(self._schema_types, self._empty, self._missing_values, self._serialize))
         )
 
 
@@ -123,9 +137,11 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         )
         schema = schema_file(exec_properties)
         schema_types = load_schema_types(schema)
+        markers = missing_values(exec_properties)
         self._empty = {}
         for split in input_config.splits:
-            checked = check_inputs(split_files(input_base, split.pattern), schema_types, schema, open_input)
+            paths = split_files(input_base, split.pattern)
+            checked = check_inputs(paths, schema_types, schema, open_input, missing_values=markers)
             self._empty[split.pattern] = frozenset(checked.empty)
             logger.info(
                 "Checked the CSV files %s under %s against %s: %s rows, every line well-formed and every value of "

@@ -12,6 +12,7 @@ from torchtfx.components.promoter import executor
 from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
     BLESSING_KEY,
+    CHAMPION_KEY,
     CODE_VERSION_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
@@ -35,6 +36,7 @@ class PromoterSpec(types.ComponentSpec):
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation),
         EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
         STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+        CHAMPION_KEY: ChannelParameter(type=standard_artifacts.Model, optional=True),
     }
     OUTPUTS = {PUSHED_MODEL_KEY: ChannelParameter(type=standard_artifacts.PushedModel)}
     PARAMETERS = {
@@ -62,6 +64,7 @@ class Promoter(base_component.BaseComponent):
         evaluation: types.BaseChannel,
         examples: types.BaseChannel,
         statistics: types.BaseChannel | None,
+        champion: types.BaseChannel | None,
         serving_dir: str,
         serving_model_name: str,
         registered_model_name: str,
@@ -77,6 +80,7 @@ class Promoter(base_component.BaseComponent):
             evaluation=evaluation,
             examples=examples,
             statistics=statistics,
+            champion=champion,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
             serving_dir=serving_dir,
             serving_model_name=serving_model_name,

@@ -9,6 +9,7 @@ BLESSING_KEY = standard_component_specs.MODEL_BLESSING_KEY
 EVALUATION_KEY = "evaluation"
 EXAMPLES_KEY = "examples"
 STATISTICS_KEY = "statistics"  # the training data's statistics: the next runs' drift baseline
+CHAMPION_KEY = "champion"  # ChampionModel's Model: the champion the Evaluator compared with (none on a first run)
 PUSHED_MODEL_KEY = standard_component_specs.PUSHED_MODEL_KEY
 
 SERVING_MODEL_NAME_KEY = "serving_model_name"

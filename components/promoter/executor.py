@@ -17,6 +17,7 @@ from tfx.types import artifact_utils
 from torchtfx.components.promoter import gate_results, promotion
 from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
+    CHAMPION_KEY,
     CODE_VERSION_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
@@ -31,6 +32,7 @@ from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.artifact_uris import remote_uri
 from torchtfx.components.shared.contracts import (
+    CHAMPION_REGISTRY_VERSION_PROPERTY,
     IDENTICAL_TO_PROPERTY,
     LABELS_PENDING_PROPERTY,
     MLFLOW_RUN_ID_PROPERTY,
@@ -97,6 +99,12 @@ def _require_registry(tracking_uri: str) -> None:
         ) from None
 
 
+def _compared_with(input_dict: dict[str, list[types.Artifact]]) -> promotion.Baseline:
+    """The champion the Evaluator compared the candidate with: ChampionModel's record (no artifact: none)."""
+    champion = (input_dict.get(CHAMPION_KEY) or [None])[0]
+    return promotion.Baseline(None if champion is None else _prop(champion, CHAMPION_REGISTRY_VERSION_PROPERTY))
+
+
 class Executor(pusher_executor.Executor):
     def Do(
         self,
@@ -133,7 +141,7 @@ class Executor(pusher_executor.Executor):
         _require_registry(target.registry.tracking_uri)  # before any change: promotion never half-happens
         pushed.set_string_custom_property(MODEL_FINGERPRINT_PROPERTY, candidate.fingerprint)
         if self.CheckBlessing(input_dict):
-            version = promotion.promote(candidate, target)
+            version = promotion.promote(candidate, target, _compared_with(input_dict))
             if isinstance(version, promotion.Unchanged):
                 self._mark_unchanged(pushed, version, target)
                 return

@@ -1,18 +1,21 @@
 """Promotion, rejection, rollback and manual override as small transactions.
 
-Order of a promotion, each step journaled first so a crash at any point is repairable:
-1. push the SavedModel to ``<serving>/<next version>/`` (atomic rename; not yet in models.config,
-   so TF Serving does not load it) and register it in MLflow;
-2. stage it: list it in models.config with the labels unchanged (``serving_transition.stage``); with a server
-   address, wait until TF Serving has it AVAILABLE, and undo everything when it does not;
-3. move the registry aliases (``previous`` <- old champion, ``champion`` <- new);
-4. move the ``stable`` / ``canary`` labels onto it: at once when the server confirmed the load, else later
-   (the journal keeps the pending move for ``torchtfx promote --finish`` and the next promotion).
+Before any change, under the lock: the serving directory must belong to this registry and its models.config
+must parse (``target.open_target``); a journaled change left by a crash is repaired (``journal.reconcile``).
 
-The registry's ``champion`` alias is the source of truth. :func:`journal.reconcile` (run under the lock by
-every promotion and rollback) finishes a journaled promotion whose aliases moved, and undoes one
-whose aliases did not: nothing is ever left half-promoted, and no label ever points at a version the
-server may not have loaded. A candidate the registry already has (``unchanged``) changes nothing.
+Order of a promotion, each step journaled first so a crash at any point is repairable:
+1. check that the registry's champion is still the one the Evaluator compared the candidate with;
+2. push the SavedModel to ``<serving>/<next version>/`` (atomic rename; not yet in models.config,
+   so TF Serving does not load it), register it in MLflow, and check the folder holds the registered bytes;
+3. stage it: list it in models.config with the labels unchanged (``serving_transition.stage``); with a server
+   address, wait until TF Serving has it AVAILABLE, and undo everything when it does not;
+4. move the registry aliases (``previous`` <- old champion, ``champion`` <- new);
+5. move the ``stable`` / ``canary`` labels onto it: at once when the server confirmed the load, else only once
+   the user confirms it (``torchtfx promote --finish``); until then no new promotion starts.
+
+The registry's ``champion`` alias is the source of truth; nothing is ever left half-promoted, and no label
+ever points at a version the server has not loaded. A candidate the registry already has (``unchanged``)
+changes nothing.
 """
 
 from __future__ import annotations
@@ -27,14 +30,27 @@ from pathlib import Path
 from torchtfx.components.promoter import journal, serving_transition, unchanged
 from torchtfx.components.promoter.journal import (
     JOURNAL_FILE,
+    OVERRIDE,
+    PROMOTION,
+    ROLLBACK,
+    STEP_LABELS,
     STEP_PUSH,
-    PromotionError,
-    ServingTarget,
+    UNDO,
+    Entry,
     finish,
     pending_label_move,
     reconcile,
 )
 from torchtfx.components.promoter.serving_transition import ServingChangeError
+from torchtfx.components.promoter.target import (
+    Baseline,
+    ChampionMovedError,
+    PromotionError,
+    ServingTarget,
+    open_target,
+    require_compared,
+    verify_folder,
+)
 from torchtfx.components.promoter.unchanged import ROLLED_BACK_TAG, Unchanged
 from torchtfx.components.shared import fingerprint, serving_layout
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
@@ -43,8 +59,9 @@ from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.components.shared.serving_layout import promotion_lock
 
 # The journal's names, for the executor, the CLI and the tests, which know this module as the Promoter's API.
-__all__ = ["JOURNAL_FILE", "Candidate", "PromotionError", "ServingTarget", "Unchanged", "finish", "pending_label_move",
-           "promote", "reconcile", "reject", "rollback", "set_champion"]  # fmt: skip
+__all__ = ["JOURNAL_FILE", "Baseline", "Candidate", "ChampionMovedError", "PromotionError", "ServingTarget",
+           "Unchanged", "finish", "pending_label_move", "promote", "reconcile", "reject", "rollback",
+           "set_champion"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -73,49 +90,83 @@ class Candidate:
         return {"serving_model": self.saved_model_dir, **({"onnx": self.onnx_path} if self.onnx_path else {})}
 
 
-def _unchanged(found: Unchanged, repaired: str | None, note: str = "") -> Unchanged:
-    """``found``, its message saying what happened to the served state (a pending label move is finished)."""
-    served = (
-        f"Pending from before, done now: {repaired}."
-        if repaired
-        else "models.config and TF Serving were left as they were."
-    )
+def _unchanged(found: Unchanged, target: ServingTarget, repaired: journal.Repair | None, note: str = "") -> Unchanged:
+    """``found``, its message saying what happened to the served state (a pending label move is settled)."""
+    waiting = pending_label_move(target)
+    if repaired is not None:
+        served = f"Pending from before, done now: {repaired.message}."
+    elif waiting is not None:
+        served = (f"The label move onto version {waiting} still waits: check that TF Serving has it AVAILABLE, "
+                  "then run `torchtfx promote --finish`.")  # fmt: skip
+    else:
+        served = "models.config and TF Serving were left as they were."
     found = dataclasses.replace(found, message=f"{found.message} {served}{note}")
     logger.warning("%s", found.message)
     return found
 
 
-def promote(candidate: Candidate, target: ServingTarget) -> int | Unchanged:
+def _require_settled(target: ServingTarget) -> None:
+    """No new version while the last one's label move waits for a confirmation nobody gave."""
+    waiting = pending_label_move(target)
+    if waiting is not None:
+        raise PromotionError(
+            f"serving version {waiting} is the champion but nobody has confirmed that TF Serving loaded it, so its "
+            "labels have not moved; the candidate was NOT promoted and nothing was changed. Check that TF Serving "
+            f"reports version {waiting} AVAILABLE and run `torchtfx promote --finish` (or `torchtfx promote "
+            "--rollback` if it failed to load), then rerun; or give --serving-address, which confirms loads itself"
+        )
+
+
+def promote(candidate: Candidate, target: ServingTarget, compared_with: Baseline | None = None) -> int | Unchanged:
     """Push, register, stage (and await), move aliases, move labels; returns the new serving version, or
-    :class:`Unchanged` (nothing done) for a candidate identical to the champion or to a rolled-back version."""
+    :class:`Unchanged` (nothing done) for a candidate identical to the champion or to a rolled-back version.
+    ``compared_with``: the champion the Evaluator compared it with (None: not checked, for callers that bypass
+    the Evaluator on purpose)."""
     served = target.served()
     with promotion_lock(target.serving_dir):
-        repaired = reconcile(target, served)  # a pending label move is finished even when nothing else is done
+        open_target(target)
+        repaired = reconcile(target, served)  # a pending label move is settled even when nothing else is done
         found = unchanged.champion_match(candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir),
                                          target.registry, target.serving_dir)  # fmt: skip
         found = found or unchanged.rolled_back_match(candidate.fingerprint, target.registry)
         if found is not None:
-            return _unchanged(found, repaired)
+            return _unchanged(found, target, repaired)
+        _require_settled(target)
         old_champion = target.registry.alias_version(CHAMPION)
+        require_compared(target, compared_with, old_champion)
         version = serving_layout.next_version(target.serving_dir)
-        journal.write_journal(target, serving_version=version, step=STEP_PUSH)
-        _push(candidate, target, version)
-        tags = candidate.registry_tags(**{SERVING_VERSION_TAG: str(version)})
-        registered = target.registry.register(candidate.mlflow_run_id, candidate.registry_artifacts(), tags)
+        entry = _push_and_register(candidate, target, version)
         previous = int(old_champion.tags[SERVING_VERSION_TAG]) if old_champion is not None else None
         desired = serving_transition.target_state(target.serving_dir, version, previous)
         try:
-            outcome = journal.switch(target, served, desired, frozenset({version}),
-                                     lambda: _move_aliases(target, registered.version, old_champion))  # fmt: skip
+            outcome = journal.switch(target, served, desired, entry, frozenset({version}),
+                                     lambda: _move_aliases(target, entry.registry_version, old_champion))  # fmt: skip
         except ServingChangeError as err:
-            _abandon(target, version, registered.version, str(err))
+            _abandon(target, version, entry.registry_version, str(err))
             raise PromotionError(
                 f"serving version {version} was not promoted: {err}. The champion (registry version "
                 f"{old_champion.version if old_champion else 'none'}) keeps its labels and the registry aliases."
             ) from None
-    logger.info("Promoted serving version %s (registry version %s) to champion; %s", version, registered.version,
+    logger.info("Promoted serving version %s (registry version %s) to champion; %s", version, entry.registry_version,
                 outcome)  # fmt: skip
     return version
+
+
+def _push_and_register(candidate: Candidate, target: ServingTarget, version: int) -> Entry:
+    """Journal, push, register, journal the registry version; the folder must hold the registered bytes."""
+    entry = Entry(version, STEP_PUSH, PROMOTION, aliases_before=journal.aliases_now(target.registry))
+    journal.write_journal(target, entry)
+    _push(candidate, target, version)
+    tags = candidate.registry_tags(**{SERVING_VERSION_TAG: str(version)})
+    registered = target.registry.register(candidate.mlflow_run_id, candidate.registry_artifacts(), tags)
+    entry = dataclasses.replace(entry, registry_version=str(registered.version))
+    journal.write_journal(target, entry)
+    try:
+        verify_folder(target, registered)
+    except PromotionError as err:
+        _abandon(target, version, entry.registry_version, str(err))
+        raise
+    return entry
 
 
 def _abandon(target: ServingTarget, version: int, registry_version: str, reason: str) -> None:
@@ -157,13 +208,15 @@ def reject(candidate: Candidate, target: ServingTarget, reasons: list[str]) -> s
     if candidate.mlflow_run_id is None:
         return None
     with promotion_lock(target.serving_dir):
+        open_target(target)
         champion = unchanged.champion_match(candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir),
                                             target.registry, target.serving_dir)  # fmt: skip
         if champion is not None:
-            return _unchanged(champion, None, " The champion itself fails today's gates (below): were they tightened?")
+            note = " The champion itself fails today's gates (below): were they tightened?"
+            return _unchanged(champion, target, None, note)
         found = unchanged.challenger_match(candidate.fingerprint, target.registry)
         if found is not None:
-            return _unchanged(found, None)
+            return _unchanged(found, target, None)
         tags = candidate.registry_tags(rejected="true", rejection_reasons="; ".join(reasons)[:4000])
         registered = target.registry.register(candidate.mlflow_run_id, candidate.registry_artifacts(), tags)
         target.registry.set_alias(CHALLENGER, registered.version)
@@ -171,10 +224,14 @@ def reject(candidate: Candidate, target: ServingTarget, reasons: list[str]) -> s
 
 
 def rollback(target: ServingTarget) -> str:
-    """champion <- previous, and the labels with it (the previous champion is kept loaded, so they move at
-    once). Idempotent: with no previous, no-op."""
+    """champion <- previous, and both labels with it (the previous champion is kept loaded, so they move at
+    once; the rolled-back version keeps no label and is unloaded). A pending promotion that no server confirmed
+    or that failed to load is what a rollback undoes. Idempotent: with no previous, no-op."""
     with promotion_lock(target.serving_dir):
-        reconcile(target)
+        open_target(target)
+        repaired = reconcile(target, mode=UNDO)
+        if repaired is not None and repaired.undone is not None:
+            return f"rolled back: {repaired.message}"
         champion, previous = target.registry.alias_version(CHAMPION), target.registry.alias_version(PREVIOUS)
         if champion is None:
             raise PromotionError(f"{target.model_name} has no champion in the registry; nothing to roll back")
@@ -183,7 +240,7 @@ def rollback(target: ServingTarget) -> str:
                 f"nothing to roll back: {target.model_name} has no previous champion "
                 f"(champion stays registry version {champion.version})"
             )
-        _require_served(target, previous)
+        verify_folder(target, previous)
 
         def move_aliases() -> None:
             target.registry.set_alias(CHAMPION, previous.version)
@@ -191,7 +248,7 @@ def rollback(target: ServingTarget) -> str:
             target.registry.tag(champion.version, {ROLLED_BACK_TAG: "true"})
 
         desired = serving_transition.target_state(target.serving_dir, _serving(previous), None)
-        outcome = _guarded_switch(target, desired, move_aliases, "roll back")
+        outcome = _guarded_switch(target, desired, _entry(target, ROLLBACK, previous), move_aliases, "roll back")
     return (
         f"rolled back: champion is registry version {previous.version} again (was {champion.version}; a rerun that "
         f"trains the same model does not promote it again, `--version {champion.version}` does); {outcome}"
@@ -199,11 +256,13 @@ def rollback(target: ServingTarget) -> str:
 
 
 def set_champion(target: ServingTarget, registry_version: int, reason: str) -> str:
-    """Manual override: make an existing, served registry version the champion."""
+    """Manual override: make an existing, served registry version the champion (a pending promotion that was
+    not confirmed or did not load is undone first)."""
     if not reason.strip():
         raise PromotionError("a manual promotion needs a reason (--reason)")
     with promotion_lock(target.serving_dir):
-        reconcile(target)
+        open_target(target)
+        reconcile(target, mode=UNDO)
         wanted = target.registry.get_version(registry_version)
         _require_served(target, wanted)
         champion = target.registry.alias_version(CHAMPION)
@@ -216,7 +275,7 @@ def set_champion(target: ServingTarget, registry_version: int, reason: str) -> s
 
         previous = _serving(champion) if champion is not None else None
         desired = serving_transition.target_state(target.serving_dir, _serving(wanted), previous)
-        outcome = _guarded_switch(target, desired, move_aliases, "promote it")
+        outcome = _guarded_switch(target, desired, _entry(target, OVERRIDE, wanted), move_aliases, "promote it")
     logger.warning("Manual promotion of registry version %s: %s", registry_version, reason)
     return f"registry version {registry_version} is now the champion (reason: {reason}); {outcome}"
 
@@ -225,9 +284,14 @@ def _serving(version) -> int:
     return int(version.tags[SERVING_VERSION_TAG])
 
 
-def _guarded_switch(target: ServingTarget, desired: ServedState, move_aliases, what: str) -> str:
+def _entry(target: ServingTarget, kind: str, version) -> Entry:
+    """What a rollback or override journals if its label move has to wait."""
+    return Entry(_serving(version), STEP_LABELS, kind, str(version.version), journal.aliases_now(target.registry))
+
+
+def _guarded_switch(target: ServingTarget, desired: ServedState, entry: Entry, move_aliases, what: str) -> str:
     try:
-        return journal.switch(target, target.served(), desired, move_aliases=move_aliases)
+        return journal.switch(target, target.served(), desired, entry, move_aliases=move_aliases)
     except ServingChangeError as err:
         raise PromotionError(f"could not {what}: {err}. The registry aliases did not move") from None
 
@@ -239,3 +303,4 @@ def _require_served(target: ServingTarget, version) -> None:
             f"registry version {version.version} has no complete serving folder in {target.serving_dir} "
             f"(serving_version={serving}); it cannot be served"
         )
+    verify_folder(target, version)

@@ -10,8 +10,8 @@ traffic never goes to a version still loading). Every change of the served state
 
 With a server address, (a) is sent with HandleReloadConfigRequest and the versions are awaited with
 GetModelStatus (bounded), then (b) is sent. Without one, nobody can confirm the load: (a) is written and the
-label move stays pending (the caller journals it) until ``torchtfx promote --finish`` or the next promotion,
-by when a server polling the file has loaded the version.
+label move stays pending (the caller journals it) until the user confirms the load (``torchtfx promote
+--finish``) or a command with a server address does; ``canary`` is chosen by the caller, never read off the disk.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from torchtfx.components.shared import serving_config
 from torchtfx.components.shared.model_server import ModelServer, ModelServerError
-from torchtfx.components.shared.serving_config import CANARY, STABLE, ServedState
+from torchtfx.components.shared.serving_config import CANARY, OWN_LABELS, STABLE, ServedState
 from torchtfx.components.shared.serving_layout import BatchingParams, versions
 
 logger = logging.getLogger(__name__)
@@ -45,13 +45,15 @@ class Served:
     load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S
 
 
-def target_state(serving_dir: Path, champion: int, previous: int | None) -> ServedState:
-    """stable -> the champion; canary -> the newest version on disk; the previous champion stays loaded so
-    that a rollback moves a label onto a version that is already AVAILABLE."""
+def target_state(serving_dir: Path, champion: int, previous: int | None, canary: int | None = None) -> ServedState:
+    """stable -> the champion; canary -> the version the caller chose (the champion unless given: never read off
+    the disk, so a rolled-back version keeps no label); the previous champion stays loaded so that a rollback
+    moves a label onto a version that is already AVAILABLE."""
     on_disk = versions(serving_dir)
-    if champion not in on_disk:
-        raise FileNotFoundError(f"champion version {champion} is missing from {serving_dir}")
-    canary = max(on_disk)
+    canary = champion if canary is None else canary
+    for role, version in (("champion", champion), ("canary", canary)):
+        if version not in on_disk:
+            raise FileNotFoundError(f"{role} version {version} is missing from {serving_dir}")
     loaded = {champion, canary} | ({previous} if previous in on_disk else set())
     return ServedState(frozenset(loaded), {STABLE: champion, CANARY: canary})
 
@@ -60,17 +62,27 @@ def current_state(served: Served) -> ServedState | None:
     return serving_config.read_state(served.serving_dir, served.model_name)
 
 
+def with_hand_edits(served: Served, target: ServedState, before: ServedState | None) -> ServedState:
+    """``target`` plus what an operator set by hand in models.config: labels other than stable/canary (and the
+    versions they point at) and versions pinned in ``specific.versions``."""
+    if before is None:
+        return target
+    others = {label: v for label, v in before.labels.items() if label not in OWN_LABELS}
+    pinned = serving_config.pinned_by_hand(served.serving_dir, served.model_name, before)
+    return ServedState(target.versions | pinned | frozenset(others.values()), {**others, **target.labels})
+
+
 def _write(served: Served, state: ServedState | None) -> None:
-    if state is None:
-        (served.serving_dir / serving_config.MODELS_CONFIG).unlink(missing_ok=True)
-    else:
-        serving_config.write_models_config(served.serving_dir, served.model_name, state)
+    serving_config.write_models_config(served.serving_dir, served.model_name, state)
     serving_config.write_batching(served.serving_dir, served.batching)
 
 
-def _send(served: Served, state: ServedState) -> None:
-    if served.server is not None:
-        served.server.reload(serving_config.to_proto(served.model_name, served.serving_dir, state))
+def _send(served: Served) -> None:
+    """Hand the server the whole file as written: every model in it, not only this one (a reload replaces the
+    server's model list)."""
+    config = serving_config.read_models_config(served.serving_dir)
+    if served.server is not None and config is not None:
+        served.server.reload(config)
 
 
 def stage(served: Served, target: ServedState, unconfirmed: frozenset[int] = frozenset()) -> frozenset[int]:
@@ -89,7 +101,7 @@ def stage(served: Served, target: ServedState, unconfirmed: frozenset[int] = fro
                        sorted(awaiting))  # fmt: skip
         return awaiting
     try:
-        _send(served, staged)
+        _send(served)
         served.server.wait_available(served.model_name, awaiting, served.load_timeout_s)
     except ModelServerError as err:
         restore(served, before)
@@ -100,13 +112,14 @@ def stage(served: Served, target: ServedState, unconfirmed: frozenset[int] = fro
 def move_labels(served: Served, target: ServedState) -> None:
     """Phase (b): only after :func:`stage` returned nothing awaiting (or the operator finished it)."""
     before = current_state(served)
-    _write(served, target)
+    final = with_hand_edits(served, target, before)
+    _write(served, final)
     try:
-        _send(served, target)
+        _send(served)
     except ModelServerError as err:
         restore(served, before)
         raise ServingChangeError(f"{err}. The serving config is back to {_describe(before)}") from None
-    logger.info("Serving %s: %s", served.model_name, target.describe())
+    logger.info("Serving %s: %s", served.model_name, final.describe())
 
 
 def restore(served: Served, state: ServedState | None) -> None:
@@ -114,7 +127,7 @@ def restore(served: Served, state: ServedState | None) -> None:
     _write(served, state)
     if state is not None and served.server is not None:
         try:
-            _send(served, state)
+            _send(served)
         except ModelServerError as err:  # the file is right; the server's own poll picks it up
             logger.warning("Could not send the restored config to TF Serving: %s", err)
 

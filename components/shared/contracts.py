@@ -90,6 +90,9 @@ PRECISION_DRIFT_PROPERTY = "precision_drift"  # the reduced-precision variant's 
 NUM_WORKERS_PROPERTY = "ddp_world_size"
 MODEL_FACTORY_PROPERTY = "model_factory"
 CONVERSION_PROPERTY = "onnx_conversion"  # "<strategy>; repairs: <names>"
+# Rows refused for their label (left out of training and evaluation), by split, as JSON: {"eval": 3, "train": 7};
+# absent where no row can be refused (a binary label whose columns the schema requires, or label.missing: negative).
+LABEL_REFUSED_PROPERTY = "label_refused_rows"
 # On the PushedModel artifact: TFX Pusher's names and types (pushed: int, the others strings).
 PUSHED_PROPERTY = "pushed"
 PUSHED_DESTINATION_PROPERTY = "pushed_destination"
@@ -103,6 +106,9 @@ MODEL_FINGERPRINT_PROPERTY = "model_fingerprint"
 # challenger): nothing pushed or registered. The sentence that says so, and that version's serving version.
 UNCHANGED_PROPERTY = "unchanged"
 IDENTICAL_TO_PROPERTY = "identical_to_serving_version"
+# On ChampionModel's Model artifact (the Evaluator's baseline): the champion's registry version, as text. The
+# Promoter promotes only over that champion (it may have moved while the run evaluated).
+CHAMPION_REGISTRY_VERSION_PROPERTY = "registry_version"
 # On the ModelBlessing artifact (TFX's Evaluator writes it).
 BLESSED_PROPERTY = "blessed"
 # Registry tag: where the statistics of a version's training data live (the Promoter writes, ChampionModel reads).

@@ -3,7 +3,9 @@ server's reachability policy, a training run (:class:`MlflowRun`, rank 0 only) a
 (:class:`Registry`, aliases not stages), which the Trainer, ChampionModel, Promoter and CLI share.
 
 ``MLFLOW_TRACKING_URI`` in the environment wins over the pipeline's default store, so credentials
-and remote servers never appear in execution parameters or compiled specs.
+and remote servers never appear in execution parameters or compiled specs. A URI is logged, written to a file
+or put in a message only through :func:`redact`; the real one reaches MLflow from the environment or in memory
+(:func:`unredact` gets it back in a process that reads a redacted one from a file).
 """
 
 from __future__ import annotations
@@ -31,13 +33,65 @@ class TrackingUnavailableError(RuntimeError):
     """The MLflow tracking server does not answer."""
 
 
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+REDACTED = "***"
+# user:password@ (or a token as the user) after a scheme; the value of a query parameter that names a secret.
+_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/\s]*@", re.IGNORECASE)
+_SECRET_PARAMETER = re.compile(
+    r"([?&;][^=&\s#]*(?:pass|pwd|token|secret|key|sig|credential|auth)[^=&\s#]*=)[^&\s#]+", re.IGNORECASE
+)
+
+
 def resolve_tracking_uri(default_uri: str) -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or default_uri
+    return os.environ.get(TRACKING_URI_ENV) or default_uri
 
 
-def redact(uri: str) -> str:
-    """The URI without any user:password@ part, for messages and logs."""
-    return re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]+@", r"\1***@", uri, flags=re.I)
+def redact(text: str) -> str:
+    """``text`` (a URI, or a message holding URIs) without credentials, for logs, messages and files: a URI's
+    ``user:password@`` becomes ``***@``, a query parameter that names a secret (``password=``, ``token=``,
+    ``access_key=``, ``sig=`` ...) keeps its name and loses its value."""
+    return _SECRET_PARAMETER.sub(rf"\1{REDACTED}", _USERINFO.sub(rf"\1{REDACTED}@", text))
+
+
+def unredact(shown: str) -> str:
+    """The tracking URI that :func:`redact` turned into ``shown`` (read from a file): ``MLFLOW_TRACKING_URI``
+    from the environment when it redacts to ``shown``, else ``shown`` itself, which must then hold no ``***``."""
+    real = os.environ.get(TRACKING_URI_ENV, "")
+    if real and redact(real) == shown:
+        return real
+    if REDACTED in shown:
+        raise TrackingUnavailableError(
+            f"the MLflow tracking URI {shown} was written without its credentials, and this process has no "
+            f"{TRACKING_URI_ENV} that matches it: set {TRACKING_URI_ENV} in its environment as the pipeline step has it"
+        )
+    return shown
+
+
+class RedactCredentials(logging.Filter):
+    """A handler filter: every record's message and traceback with :func:`redact` applied (MLflow's own errors
+    name the URL they called, user:password@ included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if redact(message) != message:
+            record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def identity_uri(uri: str) -> str:
+    """The tracking URI as a serving directory records it: no user:password@, no query or fragment (where
+    tokens go), and a sqlite or file store's path made absolute, so one store has one spelling."""
+    bare = re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]+@", r"\1", uri.split("#", 1)[0].split("?", 1)[0], flags=re.I)
+    for scheme in ("sqlite:///", "file://"):
+        if bare.startswith(scheme):
+            return scheme + str(Path(bare[len(scheme) :]).resolve())
+    if "://" not in bare:  # a plain path is a file store
+        return "file://" + str(Path(bare).resolve())
+    return bare.rstrip("/")
 
 
 def check_reachable(uri: str, timeout: float = 5.0) -> None:
@@ -107,7 +161,8 @@ class MlflowRun:
         else:
             experiment_id = mlflow.create_experiment(experiment, default_artifact_location(tracking_uri))
         run = mlflow.create_run(experiment_id, run_name=run_name, tags=tags)
-        logger.info("MLflow run %s (%s) in experiment %s at %s", run.info.run_id, run_name, experiment, tracking_uri)
+        logger.info("MLflow run %s (%s) in experiment %s at %s", run.info.run_id, run_name, experiment,
+                    redact(tracking_uri))  # fmt: skip
         return cls(tracking_uri, run.info.run_id)
 
     def log_params(self, params: dict[str, object]) -> None:
@@ -150,6 +205,23 @@ class Registry:
             self.client.get_registered_model(self.model_name)
         except MlflowException:
             self.client.create_registered_model(self.model_name, description="Promoted by torchtfx")
+
+    def model_tags(self) -> dict[str, str]:
+        """The registered model's own tags; empty when the model does not exist yet."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return dict(self.client.get_registered_model(self.model_name).tags)
+        except MlflowException as err:
+            if "RESOURCE_DOES_NOT_EXIST" in str(err.error_code) or "not found" in str(err).lower():
+                return {}
+            raise
+
+    def set_model_tags(self, tags: dict[str, str]) -> None:
+        """Tag the registered model itself (created first if need be)."""
+        self._ensure_model()
+        for key, value in tags.items():
+            self.client.set_registered_model_tag(self.model_name, key, value)
 
     def alias_version(self, alias: str):
         """The ModelVersion behind ``alias``, or None when the model or the alias does not exist."""

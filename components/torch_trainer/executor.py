@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import uuid
@@ -17,6 +18,7 @@ from torchtfx.components.shared.contracts import (
     CONVERSION_PROPERTY,
     DATASET_CONFIG_KEY,
     EVAL_METRIC_PROPERTY_PREFIX,
+    LABEL_REFUSED_PROPERTY,
     MLFLOW_POLICY_KEY,
     MLFLOW_RUN_ID_PROPERTY,
     MLFLOW_TRACKING_URI_KEY,
@@ -113,6 +115,8 @@ class Executor(base_executor.BaseExecutor):
         model.set_int_custom_property(NUM_WORKERS_PROPERTY, outcome.result.world_size)
         model.set_string_custom_property(MODEL_FACTORY_PROPERTY, request.hparams.model.factory)
         model.set_string_custom_property(CONVERSION_PROPERTY, outcome.conversion)
+        if outcome.refused:  # rows could be refused for their label (none: the property stays absent)
+            model.set_string_custom_property(LABEL_REFUSED_PROPERTY, json.dumps(outcome.refused, sort_keys=True))
         model.set_string_custom_property(SERVING_PRECISION_PROPERTY, outcome.precision.served)
         if outcome.precision.requested != "fp32":
             model.set_string_custom_property(PRECISION_DRIFT_PROPERTY, outcome.precision.to_json())

@@ -91,6 +91,8 @@ class TrainOutcome:
     seconds: dict[str, float]
     conversion: str = ""  # "<strategy>; repairs: <names>"
     precision: PrecisionOutcome = FP32
+    # Rows refused for their label, by split; empty where no row can be (DatasetConfig.label_weight_key is None).
+    refused: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _staging(request: TrainRequest) -> Staging | None:
@@ -151,12 +153,12 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     (export_dir / contracts.LAYOUT_FILE).write_text(layout.to_json())
     # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
     data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
-    counts = materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
+    materialized = materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
     check_materialized_labels(data_dir, list(request.transformed_uris), layout, request.dataset)
     seconds["materialize"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
-    result = _train(request, layout, export_dir, data_dir, staging, logs, counts["train"])
+    result = _train(request, layout, export_dir, data_dir, staging, logs, materialized.rows["train"])
     seconds["train"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -181,7 +183,8 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
         tracker.log_metrics(metrics, step=result.epochs_run)
         tracker.finish("FINISHED" if parity.passed else "FAILED")
     enforce(parity)
-    return TrainOutcome(result, parity, layout, seconds, converted, precision)
+    refused = materialized.refused if layout.label_weight else {}
+    return TrainOutcome(result, parity, layout, seconds, converted, precision, refused)
 
 
 def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path,

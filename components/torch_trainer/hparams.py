@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Literal
 
 import pydantic
@@ -66,6 +67,14 @@ class TrainerHParams(StrictConfig):
     # many times; they resume from rank 0's last checkpoint. A failure a worker raises itself is not retried
     # (worker/fatal.py). --max-restarts.
     max_restarts: pydantic.NonNegativeInt = 3
+    # How long a rank waits in a collective (all-reduce, broadcast, gather) for the others before the run fails;
+    # also bounds joining the process group. torch's defaults are 30 minutes for gloo and 10 for NCCL; a timeout
+    # is not retried (worker/fatal.py), since a rank that never enters a collective does the same again after a
+    # restart. 10 minutes: the legitimate waits are rank 0's side effects between two collectives (the epoch's
+    # checkpoint, MLflow logging with its client's retries) and, for the first collective (DDP's parameter
+    # check), the ranks' start-up skew: measured with 3 s on tiny taxi, rank 1 timed out there while rank 0 was
+    # still opening its MLflow run (sqlite). Seconds on taxi, minutes at worst on a slow volume or server.
+    collective_timeout_seconds: PositiveInt = 600
     use_gpu: bool = True
     # 1: plain DDP, gradients all-reduced every step. N > 1: local SGD, each rank steps on its own gradients
     # and the ranks average their parameters every N steps and at every epoch end. For CPU/gloo, where one
@@ -89,6 +98,10 @@ class TrainerHParams(StrictConfig):
         if gpus > 0 and self.use_gpu:
             return gpus
         return 0 if train_rows < IN_PROCESS_MAX_TRAIN_ROWS else CPU_WORKERS
+
+    @property
+    def collective_timeout(self) -> datetime.timedelta:
+        return datetime.timedelta(seconds=self.collective_timeout_seconds)
 
     def sync_steps(self, device_type: str) -> int:
         """Steps between parameter averages: 1 is plain DDP (gradients all-reduced every step)."""

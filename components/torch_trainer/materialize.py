@@ -7,6 +7,7 @@ records, so Python never touches a single row.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shutil
 from collections.abc import Iterator
@@ -17,11 +18,34 @@ import tensorflow as tf
 
 from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.worker.shards import CATEGORICAL_FILE, DENSE_FILE, LABEL_FILE, ArraySplit
+from torchtfx.data.config.task import BINARY, MULTICLASS
 
 logger = logging.getLogger(__name__)
 
 _PARSE_BATCH = 8192
 _COPY_BYTES = 16 * 2**20
+# Why a row of each task is refused for its label (weight 0 in Transform's output: pipeline/preprocessing.py).
+_REFUSED_FOR = {
+    BINARY: "a label column without a value; label.missing: negative would label such rows 0",
+    MULTICLASS: "a missing label, or a value that is not one of the classes",
+}
+_REFUSED_TARGET = "a missing or non-finite target, or a negative one under log1p"
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitRows:
+    """One materialized split: the rows written, and those refused for their label (left out)."""
+
+    rows: int
+    refused: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Materialized:
+    """Every split's rows written and rows refused for their label, by split name."""
+
+    rows: dict[str, int]
+    refused: dict[str, int]
 
 
 def split_files(split_uri: str) -> list[str]:
@@ -38,7 +62,7 @@ def example_batches(split_uri: str, batch_size: int) -> tf.data.Dataset:
 
 def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterator[tuple[ArraySplit, int]]:
     """Transformed examples of one split, ``_PARSE_BATCH`` rows at a time, in file order, with the number of
-    rows refused for their label (weight 0: a missing or unknown class, a missing regression target)."""
+    rows refused for their label (weight 0: ``_REFUSED_FOR``)."""
     weight = (layout.label_weight,) if layout.label_weight else ()
     spec = {k: feature_spec[k] for k in layout.dense + layout.embedded + (layout.label,) + weight}
     dataset = (
@@ -81,8 +105,9 @@ def _check_chunk(chunk: ArraySplit, layout: FeatureLayout, where: str, first_row
         raise ValueError(f"{where}: transformed dense features hold NaN or inf (rows from {first_row})")
 
 
-def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_dir: Path) -> int:
-    """Stream one split into ``out_dir``'s ``.npy`` arrays; returns its row count (refused labels left out).
+def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_dir: Path) -> SplitRows:
+    """Stream one split into ``out_dir``'s ``.npy`` arrays; returns its row count and the rows refused for their
+    label (left out).
 
     Chunks go to raw column files as they are parsed; each is then copied behind its ``.npy`` header. At no
     point does the split sit in memory (5M rows of taxi would be 600 MB, twice over while concatenating).
@@ -103,8 +128,8 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
             rows, template = rows + len(chunk), chunk
     if refused:
         logger.warning(
-            "%s: %s rows refused for their label (missing, not one of the classes, or not a usable target); "
-            "they are neither trained on nor evaluated", split_uri, refused,
+            "%s: %s of %s rows refused for their label (%s); they are neither trained on nor evaluated",
+            split_uri, refused, rows + refused, _REFUSED_FOR.get(layout.task, _REFUSED_TARGET),
         )  # fmt: skip
     if template is None:
         for path in raw.values():
@@ -122,13 +147,13 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
             np.lib.format.write_array_header_1_0(out, header)
             shutil.copyfileobj(src, out, _COPY_BYTES)
         raw[field].unlink()
-    return rows
+    return SplitRows(rows, refused)
 
 
-def materialize(split_uris: dict[str, str], layout: FeatureLayout, feature_spec: dict, out_dir: Path) -> dict:
-    """Write every split under ``out_dir/<split>/``; returns the row count of each split."""
-    counts = {}
+def materialize(split_uris: dict[str, str], layout: FeatureLayout, feature_spec: dict, out_dir: Path) -> Materialized:
+    """Write every split under ``out_dir/<split>/``; returns each split's rows and rows refused for their label."""
+    splits = {}
     for name, uri in split_uris.items():
-        counts[name] = write_split(uri, layout, feature_spec, out_dir / name)
-        logger.info("Materialized %s rows of split %s from %s", counts[name], name, uri)
-    return counts
+        splits[name] = write_split(uri, layout, feature_spec, out_dir / name)
+        logger.info("Materialized %s rows of split %s from %s", splits[name].rows, name, uri)
+    return Materialized({k: v.rows for k, v in splits.items()}, {k: v.refused for k, v in splits.items()})

@@ -14,6 +14,13 @@ from typing import Any
 import pydantic
 
 from torchtfx.data.config.gates import GateConfig
+from torchtfx.data.config.missing import (
+    DEFAULT_MISSING_VALUES,
+    LABEL_MISSING,
+    REFUSE,
+    checked_markers,
+    optional_columns,
+)
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
@@ -39,7 +46,8 @@ class LabelRule(_DatasetSection):
     """How the label is derived from raw columns; which fields apply depends on the dataset's ``task``.
 
     - binary: ``column <op> threshold`` (times ``relative_to`` when set), or ``column in positive_values``.
-      Rows whose ``column`` (or ``relative_to``) is missing get label 0.
+      A row whose ``column`` (or ``relative_to``) is missing (no value, NaN, or an empty string) is refused under
+      ``missing: refuse`` (the default); ``missing: negative`` gives it label 0 instead (data/config/missing.py).
     - multiclass: the ``num_classes`` most frequent values of the categorical ``column`` in the analyzed
       (train) data are the classes, ids in TFT's vocabulary order. There is no OOV class: a row whose
       label is missing or not one of the classes is refused (weight 0: neither trained nor evaluated).
@@ -58,8 +66,10 @@ class LabelRule(_DatasetSection):
     positive_values: tuple[str, ...] = ()
     num_classes: int | None = pydantic.Field(None, ge=2)
     log1p: bool = False
+    missing: str = REFUSE  # binary: refuse | negative
 
     _known_op = one_of("op", LABEL_OPS, "label op")
+    _known_missing = one_of("missing", LABEL_MISSING, "label.missing")
 
     @pydantic.model_validator(mode="after")
     def _membership_rule(self) -> LabelRule:
@@ -72,6 +82,7 @@ class LabelRule(_DatasetSection):
     def problems_for(self, task: str) -> list[str]:
         """Fields that do not apply to ``task`` (compared with their defaults, so a JSON round trip passes)."""
         binary_only = {"op": "greater", "threshold": 0.0, "relative_to": None, "positive_values": ()}
+        binary_only["missing"] = REFUSE  # multiclass and regression always refuse a missing label
         applies = {
             BINARY: set(binary_only),
             MULTICLASS: {"num_classes"},
@@ -113,6 +124,10 @@ class DatasetConfig(_DatasetSection):
     vocab_top_k: pydantic.PositiveInt = 1000
     vocab_num_oov_buckets: pydantic.NonNegativeInt = 10
     defaults: dict[str, Any] = {}
+    missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
+    # The label columns the curated schema lets be missing, read when the config is loaded; None: not read, so
+    # every label column may be missing. A binary label refuses rows only where a value can be missing.
+    optional_label_columns: tuple[str, ...] | None = None
     source_package: str | None = None
     source_path: str | None = None
     gates: GateConfig = GateConfig()
@@ -123,6 +138,7 @@ class DatasetConfig(_DatasetSection):
     serving: ServingConfig = pydantic.Field(ServingConfig(), exclude=True)
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
+    _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
     _known_task = one_of("task", TASKS, "task")
 
     @pydantic.model_validator(mode="after")
@@ -166,9 +182,19 @@ class DatasetConfig(_DatasetSection):
         return transformed_name(self.label.name)
 
     @property
+    def refuses_missing_labels(self) -> bool:
+        """Whether a row can be refused for its label: always for multiclass and regression; for binary under
+        ``label.missing: refuse`` when the curated schema lets a label column be missing (a column it requires
+        cannot be: Transform reads it dense, and a row without it stops the run)."""
+        if self.task != BINARY:
+            return True
+        return self.label.missing == REFUSE and self.optional_label_columns != ()
+
+    @property
     def label_weight_key(self) -> str | None:
-        """1.0 for rows with a usable label, 0.0 for refused ones (multiclass and regression; None for binary)."""
-        return None if self.task == BINARY else transformed_name(self.label.name + "_weight")
+        """1.0 for rows with a usable label, 0.0 for refused ones; None where no row can be refused (binary with
+        required label columns, or ``label.missing: negative``: the transform output and EvalConfig of before)."""
+        return transformed_name(self.label.name + "_weight") if self.refuses_missing_labels else None
 
     @property
     def eval_label_key(self) -> str:
@@ -234,6 +260,8 @@ class DatasetFile(_DatasetSection):
     features: _Features = _Features()
     vocabulary: _Vocabulary = _Vocabulary()
     defaults: dict[str, Any] = {}  # fill values for missing inputs; unlisted features default to 0 / ""
+    # text that means "no value" in a numeric column (data/config/missing.py); an empty cell always does
+    missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
     label: LabelRule
     split: Split = {"train": 2, "eval": 1}
     slices: tuple[tuple[str, ...], ...] = ()
@@ -243,6 +271,7 @@ class DatasetFile(_DatasetSection):
     serving: ServingConfig = ServingConfig()  # precision + drift limits; --serving-precision overrides it
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
+    _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
 
     @pydantic.field_validator("name")
     @classmethod
@@ -261,10 +290,11 @@ class DatasetFile(_DatasetSection):
 
     def resolve(self) -> DatasetConfig:
         features = self.features
+        schema_path = self.schema_file or PROJECT_ROOT / "schema" / self.name / "schema.pbtxt"
         return DatasetConfig(
             name=self.name,
             task=self.task,
-            schema_path=self.schema_file or PROJECT_ROOT / "schema" / self.name / "schema.pbtxt",
+            schema_path=schema_path,
             dense=features.dense,
             categorical=features.categorical,
             bucketized=features.bucketized,
@@ -274,12 +304,25 @@ class DatasetFile(_DatasetSection):
             vocab_top_k=self.vocabulary.top_k,
             vocab_num_oov_buckets=self.vocabulary.num_oov_buckets,
             defaults=self.defaults,
+            missing_values=self.missing_values,
+            optional_label_columns=_optional_label_columns(schema_path, self.label),
             source_package=self.source.package,
             source_path=self.source.path,
             gates=self.gates,
             model=self.model,
             serving=self.serving,
         )
+
+
+def _optional_label_columns(schema_path: Path, label: LabelRule) -> tuple[str, ...] | None:
+    """The label columns the curated schema lets be missing (None while the schema cannot be read: the loader
+    names a missing file; a malformed one is named here)."""
+    if not schema_path.is_file():
+        return None
+    try:
+        return optional_columns(schema_path, label.raw_columns)
+    except ValueError as err:
+        raise DatasetConfigError(str(err)) from None
 
 
 def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pydantic
 
-from torchtfx.data.config.strict import ConfigError, StrictConfig
+from torchtfx.data.config.strict import ConfigError, StrictConfig, set_by_torchtfx
 
 DEFAULT_MODEL = "mlp"
 
@@ -29,8 +29,14 @@ class ModelConfig(StrictConfig):
     # A file factory travels as its source text, so that every process that trains or checks the model
     # (torchrun workers, PyTorchJob replicas, the Kubeflow Trainer step) loads the code that was named when
     # the pipeline was built, and so that TFX's cache key changes when the file does. Set by
-    # ``modeling.factory.embed_source``, never by hand.
+    # ``modeling.factory.embed_source``; a config file's is refused: that text would run instead of the factory.
     source: str | None = None
+
+    _source_set_by_torchtfx = set_by_torchtfx(
+        "source",
+        "remove it and name the file in model.factory ('path/to/file.py:function'): torchtfx reads that file "
+        "when the pipeline is built and carries its text to every training process",
+    )
 
     @pydantic.field_validator("factory")
     @classmethod

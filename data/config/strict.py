@@ -7,7 +7,12 @@ PyTorchJob, Kubeflow and local settings) is a :class:`StrictConfig`, a frozen py
 - raises its family's error (a :class:`ConfigError`) naming the source file and the key path;
 - round-trips through JSON for TFX execution properties (sorted keys: a stable cache key).
 
-YAML files are read with :func:`load_yaml`, which turns a syntax error into a ``file:line`` message.
+A field that torchtfx sets itself (:func:`set_by_torchtfx`) is accepted from code, :meth:`StrictConfig.replace`
+and the JSON torchtfx wrote (:meth:`StrictConfig.from_json`), and refused in a config file
+(:meth:`StrictConfig.parse`).
+
+YAML files are read with :func:`load_yaml`, which turns a syntax error into a ``file:line`` message and refuses
+recursive aliases and aliases that expand to more than :data:`MAX_YAML_NODES` values (a "billion laughs" file).
 """
 
 from __future__ import annotations
@@ -19,6 +24,13 @@ from typing import Any, ClassVar
 import pydantic
 import yaml
 from pydantic_core import PydanticCustomError
+
+# Values (scalars, lists, mappings) a YAML file may hold once its aliases are expanded: a dataset YAML holds
+# a few hundred; a "billion laughs" file of 9 aliases x 9 levels holds 9**9.
+MAX_YAML_NODES = 100_000
+# The validation context of values torchtfx wrote itself (code, replace, its own JSON), not a config file's.
+_SET_BY_TORCHTFX = "set_by_torchtfx"
+_INTERNAL = {_SET_BY_TORCHTFX: True}
 
 
 class ConfigError(ValueError):
@@ -40,7 +52,11 @@ def _message(error: dict[str, Any]) -> str:
     text = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     if error["type"] == "missing":
         text = "required key is missing"
-    elif isinstance(error.get("input"), (bool, int, float, str)) and "got " not in text:
+    elif (
+        error["type"] != _SET_BY_TORCHTFX
+        and isinstance(error.get("input"), (bool, int, float, str))
+        and "got " not in text
+    ):
         text += f", got {error['input']!r}"
     return f"{where}: {text}" if where else text
 
@@ -60,8 +76,8 @@ class StrictConfig(pydantic.BaseModel):
     config_error: ClassVar[type[ConfigError]] = ConfigError
 
     def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
+        try:  # in code: torchtfx's own values (BaseModel.__init__, with the context)
+            self.__pydantic_validator__.validate_python(data, self_instance=self, context=_INTERNAL)
         except pydantic.ValidationError as err:
             raise self.config_error(describe(err, "")) from None
 
@@ -82,20 +98,22 @@ class StrictConfig(pydantic.BaseModel):
         return data
 
     @classmethod
-    def parse(cls, raw: Any, source: str = "") -> StrictConfig:
-        """Validate ``raw`` (a mapping from YAML or JSON); errors name ``source`` and the key path."""
+    def parse(cls, raw: Any, source: str = "", *, written_by_torchtfx: bool = False) -> StrictConfig:
+        """Validate ``raw`` (a mapping from a config file; ``written_by_torchtfx``: from a file torchtfx wrote,
+        whose fields :func:`set_by_torchtfx` are accepted); errors name ``source`` and the key path."""
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):
             raise cls.config_error(f"{source + ': ' if source else ''}expected a mapping, got {raw!r}")
         try:
-            return cls.model_validate(raw)
+            return cls.model_validate(raw, context=_INTERNAL if written_by_torchtfx else None)
         except pydantic.ValidationError as err:
             raise cls.config_error(describe(err, source)) from None
 
     @classmethod
     def from_json(cls, text: str, source: str = "") -> StrictConfig:
-        return cls.parse(json.loads(text), source)
+        """From the JSON :meth:`to_json` wrote (TFX execution properties, torchtfx's own files)."""
+        return cls.parse(json.loads(text), source, written_by_torchtfx=True)
 
     @classmethod
     def default_of(cls, field: str) -> Any:
@@ -109,7 +127,8 @@ class StrictConfig(pydantic.BaseModel):
     def replace(self, **changes: Any) -> StrictConfig:
         """A copy with ``changes``, validated like any other input."""
         # Field values, not model_dump(): a field excluded from the JSON must survive a replace.
-        return type(self).parse({**{name: getattr(self, name) for name in type(self).model_fields}, **changes})
+        values = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).parse({**values, **changes}, written_by_torchtfx=True)
 
 
 def one_of(field: str, allowed: tuple[str, ...], name: str | None = None) -> Any:
@@ -123,10 +142,75 @@ def one_of(field: str, allowed: tuple[str, ...], name: str | None = None) -> Any
     return pydantic.field_validator(field)(classmethod(check))
 
 
-def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
-    """The YAML document in ``path``; a syntax error becomes ``path:line: ...`` (the line YAML stopped at)."""
+def set_by_torchtfx(field: str, fix: str) -> Any:
+    """A validator for a ``StrictConfig``: ``field`` is set by torchtfx itself, never read from a config file
+    (:meth:`StrictConfig.parse` refuses a value, naming the key and ``fix``)."""
+
+    def check(cls: type, value: Any, info: pydantic.ValidationInfo) -> Any:
+        if value is not None and not (info.context or {}).get(_SET_BY_TORCHTFX):
+            raise PydanticCustomError(_SET_BY_TORCHTFX, "is set by torchtfx, never read from a config file; {fix}",
+                                      {"fix": fix})  # fmt: skip
+        return value
+
+    return pydantic.field_validator(field)(classmethod(check))
+
+
+class YamlAliasError(yaml.composer.ComposerError):
+    """An alias that refers to the node it is inside, or aliases that expand to too many values."""
+
+
+class _GuardedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses recursive aliases and alias expansions beyond ``MAX_YAML_NODES``.
+
+    Aliases share one Python object, so loading is cheap; the expansion happens later, when the value is
+    serialized (the JSON execution properties): it ran until memory was gone, and a recursive alias failed there
+    as an unexpected ValueError."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._open_anchors: set[str] = set()  # anchors of the values being composed
+        self._expanded: dict[int, int] = {}  # id(node) -> how many values it holds, its aliases expanded
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            if event.anchor in self._open_anchors:
+                raise YamlAliasError(None, None, f"alias *{event.anchor} refers to the value it is inside (a "
+                                     "recursive alias has no end); write the value out", event.start_mark)  # fmt: skip
+            return super().compose_node(parent, index)  # the anchor's node, counted where it was defined
+        if event.anchor:
+            self._open_anchors.add(event.anchor)
+        node = super().compose_node(parent, index)
+        self._open_anchors.discard(event.anchor)
+        self._count(node)
+        return node
+
+    def _count(self, node: yaml.Node) -> None:
+        children = node.value if isinstance(node, yaml.SequenceNode) else []
+        if isinstance(node, yaml.MappingNode):
+            children = [child for pair in node.value for child in pair]
+        size = 1 + sum(self._expanded[id(child)] for child in children)
+        if size > MAX_YAML_NODES:
+            raise YamlAliasError(None, None, f"the aliases in this value expand to more than {MAX_YAML_NODES:,} "
+                                 "values (a YAML alias bomb?); write the values out", node.start_mark)  # fmt: skip
+        self._expanded[id(node)] = size
+
+
+def _load_guarded(text: str) -> Any:
+    loader = _GuardedLoader(text)
     try:
-        return yaml.safe_load(Path(path).read_text())
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
+    """The YAML document in ``path``; a syntax error becomes ``path:line: ...`` (the line YAML stopped at), as
+    does a recursive alias or aliases that expand beyond ``MAX_YAML_NODES`` values."""
+    try:
+        return _load_guarded(Path(path).read_text())
+    except YamlAliasError as err:
+        raise error(f"{path}:{err.problem_mark.line + 1}: {err.problem}") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""

@@ -12,7 +12,7 @@ from typing import TypeVar
 import click
 
 from torchtfx.components.promoter.promotion import PromotionError
-from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError
+from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError, redact
 from torchtfx.components.shared.serving_config import ServingConfigError
 from torchtfx.data.config.strict import ConfigError
 from torchtfx.data.sources import DataSourceError
@@ -78,13 +78,14 @@ def reports_errors(stage_prefix: str = "") -> Callable[[Command], Command]:
             except (click.ClickException, click.exceptions.Exit, click.Abort):
                 raise
             except USER_ERRORS as err:
-                raise click.ClickException(str(err)) from err
+                raise click.ClickException(redact(str(err))) from err
             except Exception as err:
                 if is_stage_failure(err):
-                    raise click.ClickException(f"{stage_prefix}{err}") from err
+                    raise click.ClickException(redact(f"{stage_prefix}{err}")) from err
                 if _verbose():
                     raise  # main() prints the traceback
-                raise click.ClickException(f"unexpected {type(err).__name__}: {err}\n{UNEXPECTED_HINT}") from err
+                message = redact(f"unexpected {type(err).__name__}: {err}")  # MLflow's errors name the URL they called
+                raise click.ClickException(f"{message}\n{UNEXPECTED_HINT}") from err
 
         return wrapper  # type: ignore[return-value]
 

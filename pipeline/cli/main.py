@@ -12,9 +12,15 @@ from pathlib import Path
 
 import click
 
-from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
+from torchtfx.components.shared.mlflow_client import (
+    FAIL_IF_UNREACHABLE,
+    UNREACHABLE_POLICIES,
+    RedactCredentials,
+    redact,
+)
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import load_dataset_config
+from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.config.serving import PRECISIONS
 from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
 from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, reports_errors
@@ -53,6 +59,8 @@ def _configure_logging(verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    for handler in logging.getLogger().handlers:  # no user:password@ or token= in any line, MLflow's own included
+        handler.addFilter(RedactCredentials())
     for name in _OWN_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
     from absl import logging as absl_logging
@@ -262,12 +270,25 @@ def run(
     required=True,
     help="Where to write schema.pbtxt.",
 )
+@click.option(
+    "--missing-value",
+    "missing_values",
+    multiple=True,
+    default=DEFAULT_MISSING_VALUES,
+    show_default=True,
+    help="Text that means 'no value' in a numeric column (repeat it; giving any replaces the default list). "
+    "List the same under missing_values in the dataset config: ExampleGen reads the CSV with that list.",
+)
 @reports_errors()
-def draft_schema_cmd(data_dir: Path, out: Path) -> None:
+def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...]) -> None:
     """Draft a schema (types, presence, domains, value ranges) from CSV data, to curate by hand."""
     from torchtfx.data.schema_draft import draft_schema, write_schema
 
-    write_schema(draft_schema(data_dir), out)
+    try:
+        markers = checked_markers(missing_values)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--missing-value") from None
+    write_schema(draft_schema(data_dir, markers), out)
     click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
 
 
@@ -295,7 +316,7 @@ def main() -> None:
     except SystemExit as done:  # click ends every command this way, success included
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except Exception:  # only with -v: reports_errors turns the rest into one-line errors
-        traceback.print_exc()
+        sys.stderr.write(redact(traceback.format_exc()))
         code = 1
     # Everything is persisted by now (MLMD, MLflow, artifacts). Skip interpreter teardown: TF's
     # AtomicFunction.__del__ runs after its modules are gone and prints dozens of harmless tracebacks.

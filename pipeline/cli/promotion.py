@@ -38,12 +38,18 @@ def _target(settings):
 @_dataset_option
 @_root_option
 @_serving_option
-@click.option("--rollback", is_flag=True, help="Make the previous champion the champion again.")
+@click.option(
+    "--rollback",
+    is_flag=True,
+    help="Make the previous champion the champion again; a pending promotion (not confirmed, or not loaded) is "
+    "what it undoes.",
+)
 @click.option(
     "--finish",
     is_flag=True,
-    help="Move the stable/canary labels onto a version the last promotion staged (check first that TF Serving has "
-    "it AVAILABLE, or give --serving-address to have it checked).",
+    help="Confirm that TF Serving loaded the version the last promotion staged and move the stable/canary labels "
+    "onto it (check first that TF Serving has it AVAILABLE, or give --serving-address to have it checked); with "
+    "nothing pending, rewrite this model's labels in models.config from the registry.",
 )
 @click.option("--version", "registry_version", type=int, help="Make this registry version the champion.")
 @click.option("--reason", default="", help="Why (required with --version; recorded in the registry).")

@@ -30,6 +30,9 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {parity}")
     workers = summary.ddp_workers
     click.echo(f"Training workers: {workers}" + (" (DDP)" if workers and workers > 1 else ""))
+    refused = summary.refused_line
+    if refused:
+        click.echo(refused)
     precision = precision_line(summary)
     if precision:
         click.echo(precision)
@@ -55,8 +58,9 @@ def _pending_note(summary: RunSummary) -> None:
     if summary.labels_pending:
         click.echo(
             "TF Serving: the version is staged in models.config; the stable/canary labels move onto it once "
-            "the server has loaded it: `torchtfx promote --finish` (or the next run), or give --serving-address "
-            "to have the load confirmed and the labels moved in the same run."
+            "you confirm the server has it AVAILABLE: `torchtfx promote --finish` (no new promotion starts before "
+            "that; `--rollback` undoes it), or give --serving-address to have the load confirmed and the labels "
+            "moved in the same run."
         )
 
 

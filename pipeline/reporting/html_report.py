@@ -191,6 +191,8 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
         "<h2>Parity</h2><p>max |SavedModel - PyTorch| over the eval split: "
         f"{'n/a' if summary.parity is None else f'{summary.parity:.3g}'}</p>"
     )
+    if summary.refused_line:
+        sections.append(f"<h2>Labels</h2><p>{html.escape(summary.refused_line)}</p>")
     if summary.precision_drift:
         sections.append(_precision_html(summary.precision_drift))
     stages = "".join(f"<tr><td>{s.node}</td><td>{s.state}</td><td>{s.seconds:.1f}</td></tr>" for s in summary.stages)

@@ -80,6 +80,21 @@ class RunSummary:
         return json.loads(text) if text else None
 
     @property
+    def label_refused(self) -> dict[str, int] | None:
+        """Rows refused for their label, by split (None where no row could be: see contracts)."""
+        text = self.custom(contracts.TRAINER_ID, "model", contracts.LABEL_REFUSED_PROPERTY)
+        return json.loads(text) if text else None
+
+    @property
+    def refused_line(self) -> str | None:
+        """The report's line on rows refused for their label (None where no row could be refused)."""
+        refused = self.label_refused
+        if refused is None:
+            return None
+        counts = ", ".join(f"{split} {count}" for split, count in sorted(refused.items()))
+        return f"Rows refused for their label (neither trained on nor evaluated): {counts}"
+
+    @property
     def blessed(self) -> bool | None:
         value = self.custom(contracts.EVALUATOR_ID, "blessing", contracts.BLESSED_PROPERTY)
         return None if value is None else bool(value)

@@ -66,6 +66,11 @@ def _check_converted_and_blessed(root, proc, factory: str) -> None:
     assert summary.parity is not None and summary.parity <= 1e-5
     assert summary.custom("TorchTrainer", "model", "model_factory").endswith(factory)
     assert summary.custom("TorchTrainer", "model", "onnx_conversion").startswith("translator")
+    # No TF Serving here to confirm the load: the operator's confirmation, without which the next model's
+    # promotion would stop (the labels move only onto a version someone saw loaded).
+    finish = torchtfx("--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving"), "--finish",
+                      command="promote")  # fmt: skip
+    assert finish.returncode == 0, finish.stderr[-2000:]
 
 
 def test_a_model_file_outside_the_repository_trains_converts_and_is_promoted(zoo_root, tmp_path_factory):

@@ -114,6 +114,7 @@ def failure_message(code: int, marker: Path, shown_log: str, tail: collections.a
     """The cause a worker recorded (its exception; torchrun's own tail after the restarts it stopped only
     repeats "child failed"), else the log's last lines (a worker killed more often than the restart budget)."""
     if marker.exists():
-        cause = marker.read_text().splitlines()[0]
+        # Empty: the worker could not write its error into it (a full disk, worker/fatal.py).
+        cause = next(iter(marker.read_text().splitlines()), "a worker's error (not recorded: disk full?)")
         return f"DDP training failed (torchrun exit code {code}): {cause}\nfull log: {shown_log}"
     return f"DDP training failed (torchrun exit code {code}); full log: {shown_log}\n" + "\n".join(tail)

@@ -3,17 +3,24 @@ and an input example of raw eval rows, carrying the ONNX graph and the PyTorch f
 
 ``mlflow.pyfunc.load_model("models:/<name>@champion").predict(frame)`` takes a pandas DataFrame of raw feature
 columns (as in the CSV, no label), turns each row into the tf.Example that TF Serving would get, and runs the
-SavedModel's ``serving_default`` (parse + TFT + network): the same graph, so the same numbers. The artifacts:
+SavedModel's ``serving_default`` (parse + TFT + network): the same graph, so the same numbers.
+
+Loading it runs no Python stored with the model: the pyfunc is this installed module (MLflow's ``loader_module``,
+no cloudpickle, so it loads with ``MLFLOW_ALLOW_PICKLE_DESERIALIZATION=false``) over a SavedModel, which is a
+graph, not code. Its data (``data/model/``):
 
 - ``serving_model/``: the SavedModel pushed to TF Serving (warmup requests included);
 - ``model.onnx``: the exported ONNX graph;
+- ``feature_kinds.json``: each raw column's tf.Example type;
 - ``torch/``: ``state_dict.pt``, ``layout.json`` and ``hparams.json`` (the model factory, with a file factory's
-  source text inside), which :func:`load_torch_module` rebuilds into the trained ``nn.Module``.
+  source text inside), which :func:`load_torch_module` rebuilds into the trained ``nn.Module``. A file factory's
+  source is code from the artifact store: running it takes ``trust_code=True``.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import shutil
 from importlib import metadata
@@ -25,11 +32,14 @@ import pandas as pd
 
 from torchtfx.components.shared import contracts
 
-SERVING_ARTIFACT, ONNX_ARTIFACT, TORCH_ARTIFACT, KINDS_ARTIFACT = "serving_model", "onnx", "torch", "feature_kinds"
+SERVING_ARTIFACT, TORCH_ARTIFACT, KINDS_FILE = "serving_model", "torch", "feature_kinds.json"
+DATA_FOLDER = "model"  # the pyfunc's data: <model>/data/model/
 HPARAMS_FILE = "hparams.json"
 INPUT_EXAMPLE_ROWS = 5
 _REQUIREMENTS = ("tensorflow", "tensorflow-transform", "pandas", "numpy", "mlflow")
 INT64, FLOAT, BYTES = "int64_list", "float_list", "bytes_list"
+
+logger = logging.getLogger(__name__)
 
 
 def feature_kinds(examples: list[bytes]) -> dict[str, str]:
@@ -109,17 +119,17 @@ def input_schema(kinds: dict[str, str]):
     return Schema([ColSpec("string" if kind == BYTES else AnyType(), name) for name, kind in kinds.items()])
 
 
-class ServingSignatureModel(mlflow.pyfunc.PythonModel):
+class ServingSignatureModel:
     """pyfunc flavor: raw feature columns in, the task's outputs (``probabilities``, ``classes``,
     ``predictions``) out, through the SavedModel's ``serving_default``."""
 
-    def load_context(self, context) -> None:
+    def __init__(self, data_dir: Path) -> None:
         import tensorflow as tf
 
-        self._saved_model = tf.saved_model.load(context.artifacts[SERVING_ARTIFACT])
-        self._kinds = json.loads(Path(context.artifacts[KINDS_ARTIFACT]).read_text())
+        self._saved_model = tf.saved_model.load(str(data_dir / SERVING_ARTIFACT))
+        self._kinds = json.loads((data_dir / KINDS_FILE).read_text())
 
-    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+    def predict(self, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         import tensorflow as tf
 
         from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT
@@ -127,6 +137,11 @@ class ServingSignatureModel(mlflow.pyfunc.PythonModel):
         examples = examples_from_frame(pd.DataFrame(model_input), self._kinds)
         outputs = self._saved_model.signatures["serving_default"](**{EXAMPLES_INPUT: tf.constant(examples)})
         return outputs_frame({k: v.numpy() for k, v in outputs.items()})
+
+
+def _load_pyfunc(data_path: str, model_config=None) -> ServingSignatureModel:
+    """MLflow's entry point for ``loader_module`` models: ``data_path`` is ``<model>/data/model``."""
+    return ServingSignatureModel(Path(data_path))
 
 
 def save_mlflow_model(dest: Path, serving_dir: Path, export_dir: Path, hparams_json: str, eval_examples: list[bytes],
@@ -143,33 +158,55 @@ def save_mlflow_model(dest: Path, serving_dir: Path, export_dir: Path, hparams_j
     frame = frame_from_examples(example_rows, kinds)
     output_schema = mlflow.models.infer_signature(outputs_frame({k: v.numpy() for k, v in outputs.items()})).inputs
     signature = mlflow.models.ModelSignature(inputs=input_schema(kinds), outputs=output_schema)
-    torch_dir = work_dir / TORCH_ARTIFACT
-    torch_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = work_dir / DATA_FOLDER
+    shutil.copytree(serving_dir, data_dir / SERVING_ARTIFACT)
+    (data_dir / TORCH_ARTIFACT).mkdir()
     for name in (contracts.STATE_DICT_FILE, contracts.LAYOUT_FILE):
-        shutil.copy2(export_dir / name, torch_dir / name)
-    (torch_dir / HPARAMS_FILE).write_text(hparams_json)
-    kinds_path = work_dir / "feature_kinds.json"
-    kinds_path.write_text(json.dumps(kinds, indent=1))
-    artifacts = {SERVING_ARTIFACT: str(serving_dir), ONNX_ARTIFACT: str(export_dir / contracts.ONNX_FILE),
-                 TORCH_ARTIFACT: str(torch_dir), KINDS_ARTIFACT: str(kinds_path)}  # fmt: skip
+        shutil.copy2(export_dir / name, data_dir / TORCH_ARTIFACT / name)
+    (data_dir / TORCH_ARTIFACT / HPARAMS_FILE).write_text(hparams_json)
+    shutil.copy2(export_dir / contracts.ONNX_FILE, data_dir / contracts.ONNX_FILE)
+    (data_dir / KINDS_FILE).write_text(json.dumps(kinds, indent=1))
     mlflow.pyfunc.save_model(
         str(dest),
-        python_model=ServingSignatureModel(),
-        artifacts=artifacts,
+        loader_module=__name__,
+        data_path=str(data_dir),
         signature=signature,
         input_example=frame,
         pip_requirements=[f"{name}=={metadata.version(name)}" for name in _REQUIREMENTS],
     )
 
 
-def load_torch_module(model_path: str | Path):
+class UntrustedCodeError(PermissionError):
+    """Rebuilding a registered model would run Python stored with it, and the caller did not opt in."""
+
+
+def _torch_dir(model_path: Path) -> Path:
+    """``data/model/torch``; ``artifacts/torch`` in versions registered before the pyfunc became a loader module."""
+    current = model_path / "data" / DATA_FOLDER / TORCH_ARTIFACT
+    return current if current.is_dir() else model_path / "artifacts" / TORCH_ARTIFACT
+
+
+def load_torch_module(model_path: str | Path, trust_code: bool = False):
     """The trained PyTorch module from a downloaded MLflow Model folder (``mlflow.artifacts.download_artifacts
-    ("models:/<name>@champion")``): the factory in hparams.json rebuilds it, the state dict fills it."""
+    ("models:/<name>@champion")``): the factory in hparams.json rebuilds it, the state dict (weights only) fills it.
+
+    A zoo or installed-package factory runs the code installed here. A file factory travels as its source text
+    inside the model: rebuilding runs that text, code from the artifact store, so it takes ``trust_code=True``
+    (trust whoever can write to the registry's artifact store); without it, :class:`UntrustedCodeError`."""
     from torchtfx.components.torch_trainer.features import FeatureLayout
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
     from torchtfx.components.torch_trainer.trained_model import load_torch_model
 
-    torch_dir = Path(model_path) / "artifacts" / TORCH_ARTIFACT
+    torch_dir = _torch_dir(Path(model_path))
     layout = FeatureLayout.from_json((torch_dir / contracts.LAYOUT_FILE).read_text())
-    hparams = TrainerHParams.from_json((torch_dir / HPARAMS_FILE).read_text())
+    hparams = TrainerHParams.from_json((torch_dir / HPARAMS_FILE).read_text(), str(torch_dir / HPARAMS_FILE))
+    if hparams.model.source is not None:
+        if not trust_code:
+            raise UntrustedCodeError(
+                f"{torch_dir / HPARAMS_FILE}: the model factory {hparams.model.factory!r} is stored with the model as "
+                "source code, and rebuilding the module runs it; pass trust_code=True if you trust whoever can write "
+                "to this registry's artifact store (the pyfunc, mlflow.pyfunc.load_model, needs no such trust)"
+            )
+        logger.warning("Running the model factory %s stored with the model in %s (trust_code=True)",
+                       hparams.model.factory, torch_dir)  # fmt: skip
     return load_torch_model(torch_dir, layout, hparams)

@@ -2,18 +2,20 @@
 
 Loading a factory runs the user's code, so it is only ever loaded from the zoo, a module the user named,
 or the file the user named (carried as its source text once the pipeline is built, see
-:func:`embed_source`). Every failure is a :class:`ModelConfigError` that names the factory and the fix.
+:func:`embed_source`). Every failure is a :class:`ModelConfigError` that names the factory and the fix, a
+``sys.exit()`` in the user's code included (it would otherwise end the run, or a worker, as if it had succeeded).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,19 @@ def _split(factory: str) -> tuple[str, str]:
             "or 'path/to/file.py:function'"
         )
     return target, function
+
+
+@contextlib.contextmanager
+def _no_exit(name: str, during: str) -> Iterator[None]:
+    """A ``sys.exit()`` in the user's code as a ModelConfigError: SystemExit is no Exception, and would end the
+    run (or a DDP worker) with the status it was given, 0 included."""
+    try:
+        yield
+    except SystemExit as exit_:
+        raise ModelConfigError(
+            f"model factory {name!r} called sys.exit({exit_.code!r}) {during}; a factory must return a "
+            "torch.nn.Module, and report a problem by raising an exception, never by exiting"
+        ) from None
 
 
 def embed_source(config: ModelConfig, base_dir: Path | None = None) -> ModelConfig:
@@ -82,7 +97,8 @@ def _import_target(config: ModelConfig, target: str):
 def load_factory(config: ModelConfig) -> Callable[..., nn.Module]:
     target, function = _split(config.factory)
     try:
-        module = _import_target(config, target)
+        with _no_exit(config.factory, "while its module was imported"):
+            module = _import_target(config, target)
     except ModelConfigError:
         raise
     except Exception as err:  # the user's module failed to import: say which and why
@@ -111,12 +127,13 @@ def build_model(config: ModelConfig, spec: ModelSpec) -> nn.Module:
     """``factory(spec, **hparams)``, checked to be a module whose output has the task's shape."""
     factory = load_factory(config)
     _check_hparams(factory, config, spec)
-    try:
-        model = factory(spec, **config.hparams)
-    except Exception as err:
-        raise ModelConfigError(
-            f"model factory {config.factory!r} raised {type(err).__name__}: {err} (hparams {config.hparams})"
-        ) from err
+    with _no_exit(config.factory, "while building the model"):
+        try:
+            model = factory(spec, **config.hparams)
+        except Exception as err:
+            raise ModelConfigError(
+                f"model factory {config.factory!r} raised {type(err).__name__}: {err} (hparams {config.hparams})"
+            ) from err
     if not isinstance(model, nn.Module):
         raise ModelConfigError(
             f"model factory {config.factory!r} returned {type(model).__name__}, not a torch.nn.Module"
@@ -131,8 +148,10 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
     categorical = torch.zeros(_CHECK_BATCH, len(spec.categorical_features), dtype=torch.int64)
     was_training = model.training
     try:
-        with torch.no_grad():
+        with torch.no_grad(), _no_exit(name, "in the model's forward"):
             out = model.eval()(dense, categorical)
+    except ModelConfigError:  # the forward exited
+        raise
     except Exception as err:
         raise ModelConfigError(
             f"model {name!r} failed on a batch of {_CHECK_BATCH}: forward(dense float32 [batch, "

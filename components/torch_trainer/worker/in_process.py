@@ -4,6 +4,8 @@ For small data (``num_workers: auto`` below ``IN_PROCESS_MAX_TRAIN_ROWS`` traini
 than it gives: on taxi its agent and two workers took about 11 s to start and 2.6 GiB of RSS (each imports
 torch) for about 1 s of training. Here nothing starts: the executor already imported torch for the parity gate.
 The process group (gloo over an in-memory store, world size 1) keeps the Trainer's code path one and the same.
+Its collectives cannot hang: with no other rank, gloo completes each one locally without waiting on a peer;
+the group still gets the configured ``collective_timeout_seconds``, as every group does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from torchtfx.components.shared.mlflow_client import RedactCredentials
 from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
 from torchtfx.components.torch_trainer.worker import train
 from torchtfx.components.torch_trainer.worker.distributed import DistContext
@@ -34,6 +37,7 @@ def _logged_to(log_path: Path) -> Iterator[logging.FileHandler]:
     """The worker's log lines go to ``log_path`` too, as torchrun's output does on the DDP path."""
     handler = logging.FileHandler(log_path, mode="w")
     handler.setFormatter(logging.Formatter("%(asctime)s [in process] %(levelname)s %(message)s"))
+    handler.addFilter(RedactCredentials())  # train.log is kept beside the pipeline root: no user:password@ in it
     logger = logging.getLogger(TRAIN_LOGGER)
     level = logger.level
     logger.setLevel(logging.INFO)  # the progress lines a worker's log has, whatever the caller's logging
@@ -64,7 +68,8 @@ def run_in_process(job: TrainJob, log_path: Path, shown_log: str | None = None, 
         raise InProcessTrainingError("a torch.distributed process group is already active in this process")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with _logged_to(log_path) as log, _threads(threads or job.hparams.threads_per_worker):
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=job.hparams.collective_timeout)  # fmt: skip
         try:
             train.train_and_publish(job, DistContext(0, 0, 1, torch.device("cpu")))
         except (KeyboardInterrupt, SystemExit):

@@ -1,4 +1,7 @@
-"""The contract between the executor and the DDP worker processes: one JSON file per training job."""
+"""The contract between the executor and the DDP worker processes: one JSON file per training job.
+
+The file is on a shared volume for multi-node jobs: its tracking URI is redacted, and each worker gets the real
+one back from ``MLFLOW_TRACKING_URI`` in its environment (where the executor found it)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from torchtfx.components.shared.mlflow_client import redact, unredact
 from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 
@@ -17,20 +21,22 @@ class TrainJob:
     run_dir: str  # checkpoints, history, curves, result (inside the ModelRun artifact)
     layout: FeatureLayout
     hparams: TrainerHParams
-    mlflow_tracking_uri: str
+    mlflow_tracking_uri: str  # the real URI, in memory only: the file holds it redacted
     mlflow_experiment: str
     mlflow_run_name: str
     mlflow_tags: dict[str, str]
 
     def save(self, path: Path) -> None:
-        payload = {**dataclasses.asdict(self), "hparams": self.hparams.model_dump(mode="json")}
+        payload = {**dataclasses.asdict(self), "hparams": self.hparams.model_dump(mode="json"),
+                   "mlflow_tracking_uri": redact(self.mlflow_tracking_uri)}  # fmt: skip
         path.write_text(json.dumps(payload, indent=2, sort_keys=True))
 
     @classmethod
     def load(cls, path: Path) -> TrainJob:
         raw = json.loads(Path(path).read_text())
         raw["layout"] = FeatureLayout.from_json(json.dumps(raw["layout"]))
-        raw["hparams"] = TrainerHParams.parse(raw["hparams"], f"{path}: hparams")
+        raw["hparams"] = TrainerHParams.parse(raw["hparams"], f"{path}: hparams", written_by_torchtfx=True)
+        raw["mlflow_tracking_uri"] = unredact(raw["mlflow_tracking_uri"])
         return cls(**raw)
 
 

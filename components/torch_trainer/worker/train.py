@@ -23,13 +23,19 @@ from torch.distributed.algorithms.model_averaging.utils import average_parameter
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.shared.mlflow_client import MlflowRun
+from torchtfx.components.shared.mlflow_client import MlflowRun, RedactCredentials
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import loss_for, task_loss
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.checkpoint import load_checkpoint, save_checkpoint
+from torchtfx.components.torch_trainer.worker.collectives import (
+    CollectiveTimeout,
+    describe_timeout,
+    earlier_nccl_timeout,
+    is_timeout,
+)
 from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, NonFiniteGuard, anomaly_detection
 from torchtfx.components.torch_trainer.worker.distributed import DistContext, setup
 from torchtfx.components.torch_trainer.worker.fatal import is_peer_failure, record_fatal
@@ -246,16 +252,34 @@ class Trainer:
 
 
 def run(job: TrainJob) -> None:
-    ctx = setup(job.hparams.use_gpu, job.hparams.threads_per_worker)
+    hp = job.hparams
+    stop_after_nccl_timeout(job)
+    ctx = setup(hp.use_gpu, hp.threads_per_worker, hp.collective_timeout, job.run_dir)
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:  # torchrun tees this output into train.log: no user:password@
+        handler.addFilter(RedactCredentials())
     try:
         train_and_publish(job, ctx)
     except Exception as err:
+        if is_timeout(err):  # a rank never entered a collective: a restart would wait the same way
+            timeout = CollectiveTimeout(describe_timeout(hp.collective_timeout, err))
+            record_fatal(job.run_dir, ctx.rank, timeout)
+            raise timeout from err
         if not is_peer_failure(err):  # a restart would fail the same way: stop the restarts
             record_fatal(job.run_dir, ctx.rank, err)
         raise
     finally:
         dist.destroy_process_group()
+
+
+def stop_after_nccl_timeout(job: TrainJob) -> None:
+    """An NCCL timeout ends its process before Python can write the marker (worker/collectives.py): the restarted
+    worker finds the watchdog's dump, writes the marker, and stops before joining a group."""
+    earlier = earlier_nccl_timeout(job.run_dir)
+    if earlier is not None:
+        rank, timeout = earlier
+        record_fatal(job.run_dir, rank, timeout)
+        raise timeout
 
 
 def train_and_publish(job: TrainJob, ctx: DistContext) -> None:

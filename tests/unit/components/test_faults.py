@@ -21,6 +21,7 @@ import torch
 from mlflow.tracking import MlflowClient
 
 from tests import helpers
+from tests.fakes.model_server import FakeModelServer
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
 from torchtfx.components.shared import contracts, serving_config, serving_layout
@@ -39,8 +40,8 @@ def _world(tmp_path: Path):
     return promotion.ServingTarget(tmp_path / "serving", "test", registry), experiment
 
 
-def _promote_in_process(db: str, serving: str, model: str, run_id: str, barrier) -> None:
-    target = promotion.ServingTarget(Path(serving), "test", Registry(db, "torchtfx-test"))
+def _promote_in_process(db: str, serving: str, model: str, run_id: str, barrier, address: str) -> None:
+    target = promotion.ServingTarget(Path(serving), "test", Registry(db, "torchtfx-test"), server_address=address)
     barrier.wait()  # both processes enter promote() together
     promotion.promote(promotion.Candidate(Path(model), None, run_id, {"model": model}), target)
 
@@ -54,22 +55,26 @@ def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(2)
     db = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    procs = [context.Process(target=_promote_in_process, args=(db, str(target.serving_dir), str(m), r, barrier))
+    # Each confirms its load with TF Serving (the ModelService TEST DOUBLE): without a server address the second
+    # would refuse to start while the first one's label move waits for `promote --finish`.
+    server = FakeModelServer(load_seconds=0.05).start()
+    procs = [context.Process(target=_promote_in_process,
+                             args=(db, str(target.serving_dir), str(m), r, barrier, server.address))
              for m, r in zip(models, runs, strict=True)]  # fmt: skip
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=300)
+    try:
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join(timeout=300)
+    finally:
+        server.stop()
     assert [p.exitcode for p in procs] == [0, 0]
     assert serving_layout.versions(target.serving_dir) == [1, 2]  # unique, increasing
     champion, previous = target.registry.alias_version(CHAMPION), target.registry.alias_version(PREVIOUS)
     assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
     assert champion.version != previous.version
-    # No server address: the second promotion finished the first one's label move, and its own waits.
-    assert serving_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 1, "canary": 1})
-    assert promotion.pending_label_move(target) == 2
-    promotion.finish(target)
-    assert serving_config.read_state(target.serving_dir).labels == {"stable": 2, "canary": 2}
+    assert serving_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
+    assert promotion.pending_label_move(target) is None
     assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
 
 
@@ -118,8 +123,8 @@ def test_fault_checkpoint_write_dying_half_way_keeps_the_last_good_checkpoint(tm
     path = tmp_path / "checkpoint.pt"
     save_atomic({"epoch": 1}, path)
 
-    def torn_save(obj, target):
-        Path(target).write_bytes(b"PK\x03\x04 half a zip")  # the process "dies" mid-write
+    def torn_save(obj, file):
+        file.write(b"PK\x03\x04 half a zip")  # the process "dies" mid-write
         raise KeyboardInterrupt
 
     monkeypatch.setattr(torch, "save", torn_save)

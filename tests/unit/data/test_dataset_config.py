@@ -87,3 +87,42 @@ def test_embedded_feature_order_survives_the_json_round_trip():
     """Executors get the config as sorted-key JSON; a YAML-loaded config must order model columns alike."""
     cfg = load_dataset_config("taxi")
     assert cfg.embedded_features == DatasetConfig.from_json(cfg.to_json()).embedded_features
+
+
+@pytest.mark.parametrize(
+    "patch, message",
+    [
+        ("label: {name: y, column: c, missing: zero}", "label.missing 'zero' is not one of refuse, negative"),
+        ("task: regression\nlabel: {name: y, column: c, missing: negative}",
+         "label.missing does not apply to a regression task"),
+        ("missing_values: [NA, NULL]", "missing_values: holds a null: YAML reads an unquoted null"),
+        ("missing_values: [NA, -999]", "missing_values: holds -999, a number"),
+        ("missing_values: ['0']", "missing_values: holds '0', a number"),
+        ("missing_values: NA", "missing_values: must be a list of strings"),
+    ],
+)  # fmt: skip
+def test_missing_label_and_missing_value_settings_are_checked_by_name(tmp_path, taxi_cfg, patch, message):
+    text = BASE.format(schema=taxi_cfg.schema_path)
+    if patch.startswith(("label", "task")):
+        text = text[: text.index("label:")]
+    with pytest.raises(DatasetConfigError, match=re.escape(message)):
+        load_dataset_config(_write(tmp_path, text + patch + "\n"))
+
+
+def test_missing_values_default_to_the_common_markers_and_can_be_replaced(tmp_path, taxi_cfg):
+    text = BASE.format(schema=taxi_cfg.schema_path)
+    assert {"NA", "N/A", "#N/A", "NULL", "NaN"} <= set(load_dataset_config(_write(tmp_path, text)).missing_values)
+    cfg = load_dataset_config(_write(tmp_path, text + "missing_values: ['', '-', 'NULL', 'NaN']\n"))
+    assert cfg.missing_values == ("", "-", "NULL", "NaN")
+    assert DatasetConfig.from_json(cfg.to_json()) == cfg
+
+
+def test_a_binary_label_refuses_rows_only_where_the_schema_lets_a_label_column_be_missing(tmp_path, taxi_cfg):
+    """taxi's tips and fare are required (a fixed shape): no row can lack them, so no weight column and the
+    EvalConfig of before. A column the schema leaves optional (a census tract: no shape) can be missing."""
+    assert taxi_cfg.optional_label_columns == () and taxi_cfg.label_weight_key is None
+    text = BASE.format(schema=taxi_cfg.schema_path).replace("column: c,", "column: pickup_census_tract,")
+    optional = load_dataset_config(_write(tmp_path, text))
+    assert optional.optional_label_columns == ("pickup_census_tract",) and optional.label_weight_key == "y_weight_xf"
+    negative = load_dataset_config(_write(tmp_path, text.replace("threshold: 1}", "threshold: 1, missing: negative}")))
+    assert negative.label_weight_key is None

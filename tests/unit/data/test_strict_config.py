@@ -12,7 +12,8 @@ from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorc
 from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
 from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, DatasetConfigError, load_dataset_config
 from torchtfx.data.config.gates import GateConfig, GateConfigError
-from torchtfx.data.config.strict import ConfigError
+from torchtfx.data.config.model import ModelConfig
+from torchtfx.data.config.strict import MAX_YAML_NODES, ConfigError
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings
 from torchtfx.pipeline.local.runner import LocalSettings, LocalSettingsError
 
@@ -32,10 +33,10 @@ def _write(tmp_path, text: str, name: str = "mine.yaml"):
         (
             "slices:",
             "slice:",
-            "unknown key slice; allowed keys here: defaults, features, gates, label, model, name, schema,",
+            "unknown key slice; allowed keys here: defaults, features, gates, label, missing_values, model, name,",
         ),
         ("  categorical:", "  categorcal:", "unknown key features.categorcal; allowed keys here: bucketized, "),
-        ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, log1p, name, num_"),
+        ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, log1p, missing, name"),
         ("vocabulary:\n  top_k: 1000", "vocabulary:\n  topk: 1000", "unknown key vocabulary.topk; allowed keys"),
         ("source:\n  package: tfx", "source:\n  pkg: tfx", "unknown key source.pkg; allowed keys here: package, path"),
     ],
@@ -133,3 +134,59 @@ def test_replace_validates_like_any_other_input():
     with pytest.raises(HParamsError, match="num_workers"):
         TrainerHParams().replace(num_workers=0)
     assert TrainerHParams().replace(num_workers=4).num_workers == 4
+
+
+def _line_of(text: str, start: str) -> int:
+    return next(i for i, row in enumerate(text.splitlines(), 1) if row.lstrip().startswith(start))
+
+
+def _alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A "billion laughs" block of ``defaults:``: level i lists level i-1 ``width`` times (width**levels values)."""
+    rows = [f"  l0: &l0 [{', '.join(['lol'] * width)}]"]
+    rows += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "defaults:\n" + "\n".join(rows) + "\n"
+
+
+def test_an_alias_bomb_in_defaults_is_refused_naming_file_and_line(tmp_path):
+    """9 levels x 9 aliases (387M values): it loaded as shared references, then the JSON execution property
+    expanded it until memory ran out. The level that crosses the limit is named."""
+    text = TAXI_YAML.replace("defaults: {}\n", _alias_bomb())
+    path = _write(tmp_path, text)
+    with pytest.raises(DatasetConfigError) as err:
+        load_dataset_config(path)
+    line = _line_of(text, "l5:")  # l5 holds 597,871 values (lists included), l4 66,430
+    assert str(err.value) == (
+        f"{path}:{line}: the aliases in this value expand to more than {MAX_YAML_NODES:,} values (a YAML alias "
+        "bomb?); write the values out"
+    )
+
+
+def test_a_recursive_alias_in_model_hparams_is_refused_naming_file_and_line(tmp_path):
+    """``&loop [1, *loop]`` loaded as a list that holds itself; serializing it failed as an unexpected ValueError."""
+    text = TAXI_YAML + "model:\n  factory: mlp\n  hparams:\n    hidden_units: &loop [64, *loop]\n"
+    path = _write(tmp_path, text)
+    with pytest.raises(DatasetConfigError) as err:
+        load_dataset_config(path)
+    assert str(err.value) == (
+        f"{path}:{_line_of(text, 'hidden_units:')}: alias *loop refers to the value it is inside (a recursive "
+        "alias has no end); write the value out"
+    )
+
+
+def test_aliases_that_share_a_small_value_still_load(tmp_path):
+    text = TAXI_YAML.replace("defaults: {}\n", "defaults:\n  fare: &zero 0.0\n  trip_miles: *zero\n")
+    assert load_dataset_config(_write(tmp_path, text)).defaults == {"fare": 0.0, "trip_miles": 0.0}
+
+
+def test_model_source_in_a_config_file_is_refused_and_torchtfx_s_own_json_keeps_it(tmp_path):
+    """``model.source`` ran instead of the named factory; only torchtfx sets it (from the factory's file)."""
+    text = TAXI_YAML + "model:\n  factory: mlp\n  source: |\n    import os\n    os.system('echo pwned')\n"
+    path = _write(tmp_path, text)
+    with pytest.raises(DatasetConfigError) as err:
+        load_dataset_config(path)
+    assert str(err.value).startswith(f"{path}: model.source: is set by torchtfx, never read from a config file; ")
+    assert "model.factory ('path/to/file.py:function')" in str(err.value) and "pwned" not in str(err.value)
+    with pytest.raises(HParamsError, match=r"^trainer: model\.source: is set by torchtfx"):
+        TrainerHParams.parse({"model": {"factory": "/m.py:build", "source": "x = 1"}}, "trainer")
+    embedded = TrainerHParams().replace(model=ModelConfig(factory="/m.py:build").replace(source="x = 1"))
+    assert TrainerHParams.from_json(embedded.to_json()).model.source == "x = 1"

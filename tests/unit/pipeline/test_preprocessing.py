@@ -69,17 +69,24 @@ def test_label_is_tips_over_twenty_percent_of_fare(tiny_taxi):
     assert set(np.unique(labels)) <= {0, 1} and 0.1 < labels.mean() < 0.6
 
 
-def test_label_rules_handle_missing_values_and_membership():
-    # row 1 has no tips value at all -> label 0; rows 0 and 2 tip 30% and 10% of a 10.0 fare
+def _label(inputs, rule) -> tuple[list[int], list[bool]]:
+    label, present = binary_label(inputs, rule)
+    return label.numpy().tolist(), present.numpy().tolist()
+
+
+def test_label_rules_mark_rows_with_a_missing_input_and_handle_membership():
+    # row 1 has no tips value at all -> label 0, not present; rows 0 and 2 tip 30% and 10% of a 10.0 fare
     tips = tf.SparseTensor(indices=[[0, 0], [2, 0]], values=[3.0, 1.0], dense_shape=[3, 1])
     fare = tf.constant([[10.0], [10.0], [10.0]])
     rule = LabelRule(name="y", column="tips", op="greater", threshold=0.2, relative_to="fare")
-    assert binary_label({"tips": tips, "fare": fare}, rule).numpy().tolist() == [1, 0, 0]
+    assert _label({"tips": tips, "fare": fare}, rule) == ([1, 0, 0], [True, False, True])
     low = LabelRule(name="y", column="tips", op="less", threshold=0.2, relative_to="fare")
-    assert binary_label({"tips": tips, "fare": fare}, low).numpy().tolist() == [0, 0, 1]
+    assert _label({"tips": tips, "fare": fare}, low) == ([0, 0, 1], [True, False, True])
+    no_fare = tf.SparseTensor(indices=[[0, 0], [1, 0]], values=[10.0, 10.0], dense_shape=[3, 1])
+    assert _label({"tips": tips, "fare": no_fare}, rule) == ([1, 0, 0], [True, False, False])  # relative_to too
     member = LabelRule(name="y", column="kind", op="in", positive_values=("a", "c"))
-    kinds = tf.constant([[b"a"], [b"b"], [b"c"]])
-    assert binary_label({"kind": kinds}, member).numpy().tolist() == [1, 0, 1]
+    kinds = tf.constant([[b"a"], [b"b"], [b"c"], [b""]])
+    assert _label({"kind": kinds}, member) == ([1, 0, 1, 0], [True, True, True, False])
 
 
 def test_multiclass_label_is_a_class_id_from_the_label_vocabulary(tiny_payment):
@@ -131,3 +138,81 @@ def test_label_strings_write_out_integer_codes_and_mark_missing_rows():
     names = tf.constant([[b"Cash"], [b""]])
     strings, present = label_strings(names)
     assert strings.numpy().tolist() == [b"Cash", b""] and present.numpy().tolist() == [True, False]
+
+
+# A flights-like dataset: the arrival delay is optional in the schema (a cancelled flight has none).
+FLIGHTS_SCHEMA = """
+feature { name: "distance" type: FLOAT presence { min_fraction: 1.0 } shape { dim { size: 1 } } }
+feature { name: "carrier" type: BYTES presence { min_fraction: 1.0 } shape { dim { size: 1 } } }
+feature { name: "arr_delay" type: FLOAT value_count { max: 1 } }
+"""
+FLIGHTS = """
+name: flights
+schema: {schema}
+features: {{dense: [distance], categorical: [carrier]}}
+label: {{name: late, column: arr_delay, op: greater, threshold: 15{extra}}}
+"""
+# (distance, carrier, arr_delay): three cancelled flights, one per carrier, have no arrival delay.
+FLIGHT_ROWS = [(100.0 * (i + 1), "AA BB CC".split()[i % 3], None if i in (2, 6, 10) else float(i * 4))
+               for i in range(12)]  # fmt: skip
+
+
+def _flights(tmp_path, extra: str = ""):
+    """The flights rows through the real preprocessing_fn (TFT analyze + transform): (config, output, features)."""
+    from torchtfx.data.config.dataset import load_dataset_config
+
+    (tmp_path / "schema.pbtxt").write_text(FLIGHTS_SCHEMA)
+    config = tmp_path / "flights.yaml"
+    config.write_text(FLIGHTS.format(schema=tmp_path / "schema.pbtxt", extra=extra))
+    cfg = load_dataset_config(config)
+    rows = [{"distance": str(d), "carrier": c, "arr_delay": "" if y is None else str(y)} for d, c, y in FLIGHT_ROWS]
+    examples = helpers.write_examples(rows, helpers.read_schema(cfg.schema_path), tmp_path / "Split-train")
+    tft_output = helpers.run_transform(cfg, examples.parent, tmp_path)
+    return cfg, tft_output, helpers.transform_examples(tft_output, examples)
+
+
+def _write_transformed(xf: dict[str, np.ndarray], split_dir) -> None:
+    """Transform's output as the Trainer reads it: gzipped tf.Examples of the transformed features."""
+    split_dir.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(split_dir / "data-0.gz"), tf.io.TFRecordOptions(compression_type="GZIP")) as w:
+        for i in range(len(next(iter(xf.values())))):
+            example = tf.train.Example()
+            for key, values in xf.items():
+                value = values.reshape(-1)[i]
+                feature = example.features.feature[key]
+                if np.issubdtype(values.dtype, np.integer):
+                    feature.int64_list.value.append(int(value))
+                else:
+                    feature.float_list.value.append(float(value))
+            w.write(example.SerializeToString())
+
+
+def test_a_binary_row_without_its_label_input_is_refused_and_counted(tmp_path, caplog):
+    """A cancelled flight (no arrival delay) used to be labelled 0, "on time", trained and evaluated as such.
+    Now its weight is 0, and the Trainer's materialize step leaves it out and counts it."""
+    from torchtfx.components.torch_trainer.features import layout_from_transform
+    from torchtfx.components.torch_trainer.materialize import materialize
+
+    cfg, tft_output, xf = _flights(tmp_path)
+    assert cfg.optional_label_columns == ("arr_delay",) and cfg.label_weight_key == "late_weight_xf"
+    delays = [y for *_, y in FLIGHT_ROWS]
+    assert xf["late_weight_xf"].reshape(-1).tolist() == [0.0 if y is None else 1.0 for y in delays]
+    assert xf["late_xf"].reshape(-1).tolist() == [int(y is not None and y > 15) for y in delays]
+
+    layout = layout_from_transform(cfg, tft_output)
+    assert layout.label_weight == "late_weight_xf"
+    _write_transformed(xf, tmp_path / "transformed" / "Split-train")
+    spec = tft_output.transformed_feature_spec()
+    materialized = materialize({"train": str(tmp_path / "transformed" / "Split-train")}, layout, spec, tmp_path / "a")
+    assert materialized.rows == {"train": 9} and materialized.refused == {"train": 3}
+    assert "3 of 12 rows refused for their label (a label column without a value; label.missing: negative" in (
+        caplog.text
+    )
+
+
+def test_label_missing_negative_keeps_labelling_such_rows_0(tmp_path):
+    """The switch for those who want the behaviour of before: no weight column, label 0 (the EvalConfig and the
+    transform output of before)."""
+    cfg, _, xf = _flights(tmp_path, extra=", missing: negative")
+    assert cfg.label_weight_key is None and not any(key.endswith("_weight_xf") for key in xf)
+    assert xf["late_xf"].reshape(-1).tolist() == [int(y is not None and y > 15) for *_, y in FLIGHT_ROWS]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,11 @@ from tfx.utils import proto_utils
 from tests import helpers
 from torchtfx.components.csv_input.component import schema_custom_config
 from torchtfx.components.csv_input.executor import Executor
+from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
 from torchtfx.data.sources import DataSourceError
 
 ROWS = 200
+PENGUINS = Path(__file__).parents[2] / "data" / "samples" / "penguins.csv"  # an R export: NA for missing values
 SCHEMA = """
 feature { name: "fare" type: FLOAT }
 feature { name: "company" type: BYTES }
@@ -30,7 +33,9 @@ feature { name: "trip_start_hour" type: INT }
 """
 
 
-def _run(tmp_path, data, schema_file, executor_cls=Executor, name="examples") -> standard_artifacts.Examples:
+def _run(
+    tmp_path, data, schema_file, executor_cls=Executor, name="examples", missing_values=DEFAULT_MISSING_VALUES
+) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / name)
     splits = [example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=2),
@@ -43,7 +48,9 @@ def _run(tmp_path, data, schema_file, executor_cls=Executor, name="examples") ->
         standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
             example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
         ),
-        standard_component_specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(schema_custom_config(str(schema_file))),
+        standard_component_specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(
+            schema_custom_config(str(schema_file), missing_values)
+        ),
         standard_component_specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         standard_component_specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
     }
@@ -173,7 +180,7 @@ def test_value_that_is_not_its_schema_type_names_file_line_column_and_value_befo
     lines = (data / "part.csv").read_text().splitlines()
     lines[7] = "about three dollars,c1,0.5,3"
     lines[9] = "4.5,c1,0.5,3.5"  # not a whole hour
-    lines[11] = "n/a,c1,0.5,3"
+    lines[11] = "three,c1,0.5,3"
     (data / "part.csv").write_text("\n".join(lines) + "\n")
 
     with pytest.raises(DataSourceError) as err:
@@ -185,8 +192,9 @@ def test_value_that_is_not_its_schema_type_names_file_line_column_and_value_befo
         f"  - {path}, line 8, column 'fare': 'about three dollars' is not a number (FLOAT in the schema), "
         "and 1 more in this column\n"
         f"  - {path}, line 10, column 'trip_start_hour': '3.5' is not a whole number (INT in the schema)\n"
-        "Fix the values (leave a cell empty for a missing value), or, if a column's type really changed, "
-        f"update the curated schema ({schema})."
+        "Fix the values (leave a cell empty for a missing value, or list the text that marks one under "
+        "missing_values in the dataset config), or, if a column's type really changed, update the curated schema "
+        f"({schema})."
     )
     assert not (tmp_path / "examples").exists()  # stopped before any Beam work
 
@@ -251,3 +259,71 @@ def test_files_of_one_input_may_order_columns_differently_but_not_differ_in_them
         "['trip_start_hour'] too and lacks ['surge']); every CSV file of one input needs the same columns, in any "
         "order: fix the header, or move the file elsewhere"
     )
+
+
+def _features(tmp_path, name="examples") -> list:
+    root = tmp_path / name
+    return [e.features.feature for split in ("train", "eval") for e in _read(root / f"Split-{split}")]
+
+
+def test_missing_value_markers_are_missing_in_numeric_columns_and_values_in_text_columns(tmp_path, small):
+    """An R export writes NA for a missing number (and a spreadsheet #N/A, a database NULL): each is an empty value
+    list, as an empty cell, in a FLOAT or INT column. In a text column NA stays a value (North America)."""
+    data, schema = small
+    lines = ["fare,company,tips,trip_start_hour"] + [f"{i}.5,c{i % 3},{i % 7}.25,{i % 24}" for i in range(ROWS)]
+    lines[3] = "NA,NA,#N/A,NULL"
+    lines[4] = "NaN,c1,1.0,NA"
+    (data / "part.csv").write_text("\n".join(lines) + "\n")
+
+    _run(tmp_path, data, schema)
+
+    features = _features(tmp_path)
+    (r_row,) = [f for f in features if f["company"].bytes_list.value == [b"NA"]]
+    for column, kind in (("fare", "float_list"), ("tips", "float_list"), ("trip_start_hour", "int64_list")):
+        assert r_row[column].WhichOneof("kind") == kind and not getattr(r_row[column], kind).value
+    (nan_row,) = [f for f in features if f["tips"].float_list.value == [1.0]]
+    assert not nan_row["fare"].float_list.value and not nan_row["trip_start_hour"].int64_list.value
+    assert len(features) == ROWS
+
+
+def test_a_numeric_column_of_markers_only_is_written_untyped_like_an_empty_one(tmp_path, small):
+    data, schema = small
+    lines = ["fare,company,tips,trip_start_hour"] + [f"{i}.5,c{i % 3},NA,{i % 24}" for i in range(ROWS)]
+    (data / "part.csv").write_text("\n".join(lines) + "\n")
+
+    _run(tmp_path, data, schema)
+
+    assert all(f["tips"].WhichOneof("kind") is None for f in _features(tmp_path))
+
+
+def test_without_markers_na_in_a_numeric_column_is_an_error_as_before(tmp_path, small):
+    """missing_values: [] (or markers that do not include it): NA is a bad value, named with its line."""
+    data, schema = small
+    lines = (data / "part.csv").read_text().splitlines()
+    lines[6] = "NA,c1,0.5,3"
+    (data / "part.csv").write_text("\n".join(lines) + "\n")
+
+    with pytest.raises(DataSourceError, match=r"line 7, column 'fare': 'NA' is not a number \(FLOAT in the schema\)"):
+        _run(tmp_path, data, schema, missing_values=("NULL",))
+
+
+def test_an_r_export_drafted_by_draft_schema_goes_through_example_gen(tmp_path):
+    """The Palmer penguins as R writes them: the drafted schema types the NA columns as numbers, and ExampleGen
+    reads those NA as missing (an empty value list) while sex keeps "NA" as a value."""
+    from google.protobuf import text_format
+
+    from torchtfx.data.schema_draft import draft_schema
+
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(PENGUINS, data)
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text(text_format.MessageToString(draft_schema(data)))
+
+    _run(tmp_path, data, schema)
+
+    features = _features(tmp_path)
+    assert len(features) == 344
+    no_body_mass = [f for f in features if not f["body_mass_g"].int64_list.value]
+    assert len(no_body_mass) == 2 and all(f["body_mass_g"].WhichOneof("kind") == "int64_list" for f in features)
+    assert sum(f["sex"].bytes_list.value == [b"NA"] for f in features) == 11

@@ -89,8 +89,10 @@ def test_with_a_server_every_config_is_accepted_and_labels_move_only_onto_availa
         server.stop()
     assert _refusals(server) == []
     assert server.label_moves and all(state == State.AVAILABLE for _label, _v, state in server.label_moves)
+    # canary is chosen with stable (never the newest folder on disk): the rollback takes both off version 2.
     assert [(label, v) for label, v, _ in server.label_moves] == [
-        ("canary", 1), ("stable", 1), ("canary", 2), ("stable", 2), ("stable", 1), ("stable", 2),
+        ("canary", 1), ("stable", 1), ("canary", 2), ("stable", 2), ("canary", 1), ("stable", 1), ("canary", 2),
+        ("stable", 2),
     ]  # fmt: skip
     assert serving_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
     assert promotion.pending_label_move(target) is None
@@ -120,7 +122,11 @@ def test_without_a_server_labels_wait_for_finish_and_a_polling_server_accepts_ev
     assert serving_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
     assert target.registry.serving_version(CHAMPION) == 2 and promotion.pending_label_move(target) == 2
     _wait_loaded(server, "test", {2})
-    assert promotion.promote(candidate(3.0), target) == 3  # the next promotion finishes 2 first
+    # Nobody confirmed that 2 loaded: the next promotion neither moves the labels onto it nor starts.
+    with pytest.raises(promotion.PromotionError, match="nobody has confirmed that TF Serving loaded it"):
+        promotion.promote(candidate(3.0), target)
+    assert "finished the promotion of version 2" in promotion.finish(target)
+    assert promotion.promote(candidate(3.0), target) == 3
     _wait_loaded(server, "test", {3})
     assert "nothing pending" not in promotion.finish(target)
     assert "nothing pending" in promotion.finish(target)

@@ -108,21 +108,21 @@ def test_a_champion_folder_damaged_on_disk_is_replaced_not_declared_identical(wo
     assert serving_config.read_stable_version(target.serving_dir) == 2
 
 
-def test_a_rerun_finishes_the_champion_s_pending_label_move_and_pushes_nothing(tmp_path, models):
-    """Without a server address the label move of version 1 waits (journaled); the console promised that the
-    next run finishes it, and a rerun of the same model is such a run: it moves the labels, and nothing else."""
+def test_a_rerun_leaves_the_champion_s_pending_label_move_to_finish_and_pushes_nothing(tmp_path, models):
+    """Without a server address the label move of version 1 waits (journaled) until the user confirms the load
+    (`promote --finish`): a rerun of the same model changes nothing and says that the move still waits."""
     target, candidate = _world(tmp_path, None)
     assert promotion.promote(candidate(models["a"]), target) == 1
     assert promotion.pending_label_move(target) == 1
     assert serving_config.read_state(target.serving_dir).labels == {}
-    versions = sorted(p.name for p in target.serving_dir.iterdir() if p.name.isdigit())
+    before = _digest(target.serving_dir)
     outcome = promotion.promote(candidate(models["a"]), target)
     assert isinstance(outcome, promotion.Unchanged)
-    assert "Pending from before, done now: finished the promotion of version 1" in outcome.message
-    assert promotion.pending_label_move(target) is None
-    assert serving_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
-    assert sorted(p.name for p in target.serving_dir.iterdir() if p.name.isdigit()) == versions
+    assert "The label move onto version 1 still waits" in outcome.message and "promote --finish" in outcome.message
+    assert promotion.pending_label_move(target) == 1 and _digest(target.serving_dir) == before
     assert _versions(target) == ["1"]
+    assert "finished the promotion of version 1" in promotion.finish(target)
+    assert serving_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
     assert promotion.finish(target) == "nothing pending: models.config already follows the registry"
 
 

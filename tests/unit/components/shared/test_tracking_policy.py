@@ -12,10 +12,12 @@ from tests.fakes.http_server import http_server
 from torchtfx.components.shared.mlflow_client import (
     CONTINUE_IF_UNREACHABLE,
     FAIL_IF_UNREACHABLE,
+    RedactCredentials,
     TrackingUnavailableError,
     check_reachable,
     redact,
     tracking_uri_or_none,
+    unredact,
 )
 
 
@@ -57,3 +59,42 @@ def test_credentials_never_appear_in_the_message():
     with pytest.raises(TrackingUnavailableError) as err:
         check_reachable("http://alice:s3cret@127.0.0.1:9", timeout=1)
     assert "s3cret" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("http://user:password@mlflow:5000", "http://***@mlflow:5000"),
+        ("postgresql://mlflow:pw@db.internal:5432/mlflow", "postgresql://***@db.internal:5432/mlflow"),
+        ("https://tok3n@mlflow.example.com", "https://***@mlflow.example.com"),  # a token as the user
+        ("https://h/mlflow?password=pw&db=x&Token=t#top", "https://h/mlflow?password=***&db=x&Token=***#top"),
+        ("mysql://u:p@h/db?ssl_key=/k.pem&sig=abc", "mysql://***@h/db?ssl_key=***&sig=***"),
+        ("API request to http://u:pw@h:5000/api/2.0/x failed", "API request to http://***@h:5000/api/2.0/x failed"),
+        ("sqlite:////runs/mlflow/mlflow.db", "sqlite:////runs/mlflow/mlflow.db"),
+        ("http://mlflow:5000/#/experiments", "http://mlflow:5000/#/experiments"),
+    ],
+)
+def test_redact_hides_userinfo_and_secret_query_values(text, shown):
+    assert redact(text) == shown and redact(shown) == shown
+
+
+def test_unredact_takes_the_real_uri_from_the_environment_or_names_the_fix(monkeypatch):
+    real = "http://alice:s3cret@mlflow:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", real)
+    assert unredact(redact(real)) == real
+    assert unredact("sqlite:////x/mlflow.db") == "sqlite:////x/mlflow.db"  # nothing was hidden
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(TrackingUnavailableError, match=r"http://\*\*\*@mlflow:5000 was written without its cred"):
+        unredact(redact(real))
+
+
+def test_the_log_filter_redacts_messages_and_tracebacks(caplog):
+    log = logging.getLogger("torchtfx.test_redact")
+    caplog.handler.addFilter(RedactCredentials())
+    try:
+        raise ConnectionError("API request to http://alice:s3cret@mlflow:5000/api failed")
+    except ConnectionError:
+        log.exception("tracking at %s failed", "postgresql://bob:hunter2@db/mlflow")
+    text = caplog.text
+    assert "s3cret" not in text and "hunter2" not in text
+    assert "postgresql://***@db/mlflow" in text and "http://***@mlflow:5000/api" in text

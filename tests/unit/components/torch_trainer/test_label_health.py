@@ -72,17 +72,17 @@ def _artifact(cls, uri, splits=None):
     return artifact
 
 
-def _outcome(metrics: dict[str, float]) -> flow.TrainOutcome:
+def _outcome(metrics: dict[str, float], refused: dict[str, int] | None = None) -> flow.TrainOutcome:
     result = TrainResult(best_epoch=1, epochs_run=1, eval_loss=0.5, eval_metrics=metrics, train_examples=10,
                          eval_examples=5, world_size=2, device="cpu", seconds=1.0, examples_per_second=10.0,
                          onnx_max_abs_diff=0.0, mlflow_run_id=None)  # fmt: skip
-    return flow.TrainOutcome(result, ParityReport(1e-7, 1e-8, 5, 1e-5), None, {}, "translator; repairs: none")
+    return flow.TrainOutcome(result, ParityReport(1e-7, 1e-8, 5, 1e-5), None, {}, "translator; repairs: none",
+                             refused=refused or {})  # fmt: skip
 
 
-def test_a_nan_metric_is_never_written_to_ml_metadata(tmp_path, monkeypatch, caplog):
-    """The executor's publish path with a NaN eval AUC (what a one-class eval split produced), stored in a real
-    sqlite ML Metadata store: it used to fail with 'no such column: nan'."""
-    monkeypatch.setattr(flow, "run", lambda request: _outcome({"auc": float("nan"), "loss_ratio": 0.25}))
+def _published(tmp_path, monkeypatch, outcome: flow.TrainOutcome) -> metadata_store_pb2.Artifact:
+    """The executor's publish path for ``outcome``; the Model artifact as a real sqlite ML Metadata store keeps it."""
+    monkeypatch.setattr(flow, "run", lambda request: outcome)
     model = _artifact(standard_artifacts.Model, tmp_path / "TorchTrainer" / "model" / "3")
     inputs = {
         keys.EXAMPLES_KEY: [_artifact(standard_artifacts.Examples, tmp_path / "eg", ["train", "eval"])],
@@ -98,15 +98,32 @@ def test_a_nan_metric_is_never_written_to_ml_metadata(tmp_path, monkeypatch, cap
         keys.PARITY_TOLERANCE_KEY: 1e-5,
     }
     context = base_executor.BaseExecutor.Context(tmp_dir=str(tmp_path / "tmp"), unique_id="3")
-    with caplog.at_level(logging.WARNING):
-        executor.Executor(context).Do(inputs, outputs, properties)
+    executor.Executor(context).Do(inputs, outputs, properties)
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri, config.sqlite.connection_mode = str(tmp_path / "metadata.sqlite"), 3
     store = metadata_store.MetadataStore(config)
     model.type_id = store.put_artifact_type(model.artifact_type)
     [artifact_id] = store.put_artifacts([model.mlmd_artifact])
     [stored] = store.get_artifacts_by_id([artifact_id])
+    return stored
+
+
+def test_a_nan_metric_is_never_written_to_ml_metadata(tmp_path, monkeypatch, caplog):
+    """The executor's publish path with a NaN eval AUC (what a one-class eval split produced), stored in a real
+    sqlite ML Metadata store: it used to fail with 'no such column: nan'."""
+    with caplog.at_level(logging.WARNING):
+        stored = _published(tmp_path, monkeypatch, _outcome({"auc": float("nan"), "loss_ratio": 0.25}))
     recorded = {k: v.double_value for k, v in stored.custom_properties.items() if v.HasField("double_value")}
     assert recorded == {contracts.EVAL_METRIC_PROPERTY_PREFIX + "loss_ratio": 0.25}
     assert json.loads(stored.custom_properties[contracts.PARITY_PROPERTY].string_value) == pytest.approx(1e-7)
     assert "Eval metric auc is nan; not recorded on the Model artifact" in caplog.text
+    assert contracts.LABEL_REFUSED_PROPERTY not in stored.custom_properties  # no row could be refused
+
+
+def test_rows_refused_for_their_label_reach_the_model_artifact_and_the_run_summary(tmp_path, monkeypatch):
+    from torchtfx.pipeline.reporting.summary import RunSummary
+
+    stored = _published(tmp_path, monkeypatch, _outcome({"auc": 0.9}, refused={"train": 7, "eval": 3}))
+    summary = RunSummary("run-1", [], {contracts.TRAINER_ID: {"model": [stored]}})
+    assert summary.label_refused == {"train": 7, "eval": 3}
+    assert summary.refused_line == "Rows refused for their label (neither trained on nor evaluated): eval 3, train 7"

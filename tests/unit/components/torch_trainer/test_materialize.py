@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -45,7 +47,7 @@ def test_split_streams_in_chunks_into_loadable_arrays(tmp_path, monkeypatch):
 
     counts = materialize.materialize({"train": str(tmp_path / "Split-train")}, LAYOUT, SPEC, tmp_path / "arrays")
 
-    assert counts == {"train": 50}
+    assert counts.rows == {"train": 50} and counts.refused == {"train": 0}
     split = ArraySplit.load(tmp_path / "arrays" / "train")
     assert split.dense.dtype == np.float32 and split.dense.shape == (50, 2)
     assert split.categorical.dtype == np.int64 and split.categorical.shape == (50, 1)
@@ -107,11 +109,27 @@ def test_rows_with_a_refused_label_are_left_out_and_counted(tmp_path, caplog):
 
     rows = materialize.write_split(str(tmp_path / "Split-train"), WEIGHTED, WEIGHTED_SPEC, tmp_path / "out")
 
-    assert rows == 3
+    assert rows == materialize.SplitRows(rows=3, refused=2)
     split = ArraySplit.load(tmp_path / "out")
     np.testing.assert_array_equal(split.label, [0, 2, 1])
     np.testing.assert_array_equal(split.dense[:, 0], [0.0, 1.0, 3.0])
-    assert "2 rows refused for their label" in caplog.text
+    assert "2 of 5 rows refused for their label (a missing label, or a value that is not one of the classes)" in (
+        caplog.text
+    )
+
+
+def test_a_binary_split_counts_its_refused_rows_per_split(tmp_path):
+    """A binary label with a weight (a label column the schema lets be missing): refused rows are left out and
+    counted per split, for the run's summary."""
+    binary = dataclasses.replace(WEIGHTED, task="binary", classes=())
+    _write_weighted(tmp_path / "Split-train", [0, 1, 0, 1], [1.0, 1.0, 0.0, 1.0])
+    _write_weighted(tmp_path / "Split-eval", [0, 0, 1], [0.0, 0.0, 1.0])
+    splits = {split: str(tmp_path / f"Split-{split}") for split in ("train", "eval")}
+
+    counts = materialize.materialize(splits, binary, WEIGHTED_SPEC, tmp_path / "arrays")
+
+    assert counts.rows == {"train": 3, "eval": 1} and counts.refused == {"train": 1, "eval": 2}
+    np.testing.assert_array_equal(ArraySplit.load(tmp_path / "arrays" / "eval").label, [1])
 
 
 def test_a_split_whose_labels_are_all_refused_is_named(tmp_path):

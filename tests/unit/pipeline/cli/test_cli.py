@@ -145,3 +145,15 @@ def test_an_unknown_registry_version_is_named_with_those_that_exist(tmp_path, mo
     result = _run("promote", "--version", "9", "--reason", "hotfix", "--pipeline-root", str(tmp_path))
     assert result.exit_code == 1 and "Error: torchtfx-taxi has no registry version 9; it has [1, 2]" in result.output
     assert "unexpected" not in result.output
+
+
+def test_draft_schema_takes_the_missing_value_markers_and_refuses_a_number(tmp_path):
+    data = tmp_path / "csv"
+    data.mkdir()
+    (data / "d.csv").write_text("a,b\n1,x\n-,y\n3,NA\n")
+    out = tmp_path / "schema.pbtxt"
+    assert _run("draft-schema", "--data-dir", str(data), "--out", str(out), "--missing-value", "-").exit_code == 0
+    types = {f.name: f.type for f in text_format.Parse(out.read_text(), schema_pb2.Schema()).feature}
+    assert types == {"a": schema_pb2.INT, "b": schema_pb2.BYTES}
+    result = _run("draft-schema", "--data-dir", str(data), "--out", str(out), "--missing-value", "0")
+    assert result.exit_code == 2 and "--missing-value" in result.output and "holds '0', a number" in result.output

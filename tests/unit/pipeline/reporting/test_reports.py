@@ -141,3 +141,17 @@ def test_a_rerun_of_a_champion_that_fails_today_s_gates_says_both(tmp_path, caps
     assert print_run_report(summary, 1.0, settings) is False  # the gate failed: exit code 3
     out, err = capsys.readouterr()
     assert f"Nothing to promote. {UNCHANGED}\n" in out and "Candidate REJECTED: 1 gate(s) failed" in err
+
+
+def test_rows_refused_for_their_label_are_shown_in_the_console_and_the_html_report(tmp_path, capsys):
+    """Only where rows could be refused (the Trainer wrote the property): a binary label with an optional column."""
+    settings = types.SimpleNamespace(root=tmp_path / "root", mlflow_default_uri="file:///unused")
+    summary = _summary(evaluations.binary(tmp_path), "binary")
+    print_run_report(summary, 1.0, settings)
+    assert "refused for their label" not in capsys.readouterr().out
+    model = summary.output(contracts.TRAINER_ID, "model")
+    model.custom_properties[contracts.LABEL_REFUSED_PROPERTY].string_value = '{"eval": 2, "train": 0}'
+    print_run_report(summary, 1.0, settings)
+    line = "Rows refused for their label (neither trained on nor evaluated): eval 2, train 0"
+    assert f"\n{line}\n" in capsys.readouterr().out
+    assert f"<h2>Labels</h2><p>{line}</p>" in (tmp_path / "root" / "reports" / "run-1" / "report.html").read_text()

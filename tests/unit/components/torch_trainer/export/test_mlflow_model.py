@@ -4,6 +4,8 @@ a sqlite registry, and loaded by alias in a fresh process with ``mlflow.pyfunc.l
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -21,7 +23,7 @@ from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
 from torchtfx.components.torch_trainer.export import mlflow_model
 from torchtfx.components.torch_trainer.export.warmup import raw_examples
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.modeling.factory import build_model
+from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source
 from torchtfx.data.config.model import ModelConfig
 
 
@@ -50,9 +52,12 @@ def test_the_model_folder_has_a_signature_an_input_example_and_the_three_forms(b
     assert [c["name"] for c in json.loads(info.signature.to_dict()["outputs"])] == ["probabilities"]
     example = json.loads((dest / "serving_input_example.json").read_text())["dataframe_split"]
     assert len(example["data"]) == mlflow_model.INPUT_EXAMPLE_ROWS
-    artifacts = {p.name for p in (dest / "artifacts").iterdir()}
-    assert {"serving", contracts.ONNX_FILE, "torch", "feature_kinds.json"} <= artifacts
-    assert (dest / "artifacts" / "serving" / "saved_model.pb").is_file()
+    data = dest / "data" / mlflow_model.DATA_FOLDER
+    assert {p.name for p in data.iterdir()} == {"serving_model", contracts.ONNX_FILE, "torch", "feature_kinds.json"}
+    assert (data / "serving_model" / "saved_model.pb").is_file()
+    # No Python travels with the pyfunc: MLflow imports this installed module, nothing is unpickled.
+    assert info.flavors["python_function"]["loader_module"] == mlflow_model.__name__
+    assert not list(dest.rglob("*.pkl")) and info.flavors["python_function"]["code"] is None
 
 
 def test_frame_round_trip_keeps_every_value_and_missing_values_stay_missing(built):
@@ -66,6 +71,7 @@ def test_frame_round_trip_keeps_every_value_and_missing_values_stay_missing(buil
 
 
 def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_saved_model(built, tmp_path):
+    """With MLflow's pickle loading switched off: the pyfunc runs no code stored with the model."""
     dest, serving, examples, _model = built
     registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
     experiment = registry.client.create_experiment("runs", artifact_location=str(tmp_path / "artifacts"))
@@ -85,8 +91,9 @@ def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_sa
         print(json.dumps(out["probabilities"].tolist()))
         print("leaked:", [m for m in ("torch", "onnx2tf") if m in sys.modules])
     """
+    env = {**os.environ, "MLFLOW_ALLOW_PICKLE_DESERIALIZATION": "false"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+                          timeout=300, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     served = np.array(json.loads(lines[-2]))
@@ -97,9 +104,51 @@ def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_sa
 
 def test_the_pytorch_form_reloads_into_the_trained_module(built):
     dest, _serving, _examples, model = built
-    reloaded = mlflow_model.load_torch_module(dest)
+    reloaded = mlflow_model.load_torch_module(dest)  # the zoo's mlp: installed code, no trust needed
     for (name, ours), (_, theirs) in zip(model.state_dict().items(), reloaded.state_dict().items(), strict=True):
         assert torch.equal(ours, theirs), name
+
+
+STORED_FACTORY = """
+import pathlib
+
+from torch import nn
+
+pathlib.Path({marker!r}).write_text("ran")  # what any stored code could do
+
+
+class Linear(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.lin = nn.Linear(len(spec.dense_features), 1)
+
+    def forward(self, dense, categorical):
+        return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]
+
+
+def build(spec):
+    return Linear(spec)
+"""
+
+
+def test_the_pytorch_form_of_a_file_factory_runs_its_stored_code_only_with_trust_code(built, tmp_path, tiny_taxi):
+    """A file factory is carried as source inside hparams.json: load_torch_module ran it without a word."""
+    dest = tmp_path / "model"
+    shutil.copytree(built[0], dest)
+    marker, factory_file = tmp_path / "ran.txt", tmp_path / "factory.py"
+    factory_file.write_text(STORED_FACTORY.format(marker=str(marker)))
+    hparams = TrainerHParams().replace(model=embed_source(ModelConfig(factory=f"{factory_file}:build")))
+    factory_file.unlink()  # the model folder carries the code
+    torch_dir = dest / "data" / mlflow_model.DATA_FOLDER / "torch"
+    (torch_dir / mlflow_model.HPARAMS_FILE).write_text(hparams.to_json())
+    torch.manual_seed(0)
+    trained = torch.nn.Linear(len(tiny_taxi.layout.model_spec().dense_features), 1)
+    torch.save({f"lin.{k}": v for k, v in trained.state_dict().items()}, torch_dir / contracts.STATE_DICT_FILE)
+    with pytest.raises(mlflow_model.UntrustedCodeError, match=r"stored with the model as source code.*trust_code=True"):
+        mlflow_model.load_torch_module(dest)
+    assert not marker.exists()  # refused before anything ran
+    reloaded = mlflow_model.load_torch_module(dest, trust_code=True)
+    assert marker.read_text() == "ran" and torch.equal(reloaded.lin.weight, trained.weight)
 
 
 def test_outputs_frame_keeps_multiclass_rows_as_lists():

@@ -138,3 +138,91 @@ def test_command_line_overrides():
     }  # fmt: skip
     with pytest.raises(ModelConfigError, match="is not KEY=VALUE"):
         parse_model_hparams(["dropout"])
+
+
+EXITING_MODEL = """
+import sys
+
+import torch.distributed as dist
+from torch import nn
+
+
+class Exits(nn.Module):
+    def __init__(self, spec):
+        super().__init__()
+        self.lin = nn.Linear(len(spec.dense_features), 1)
+
+    def forward(self, dense, categorical):
+        sys.exit(3)
+
+
+class Fine(Exits):
+    def forward(self, dense, categorical):
+        return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]
+
+
+def build(spec):
+    sys.exit(0)
+
+
+def exits_in_forward(spec):
+    return Exits(spec)
+
+
+def exits_in_training(spec):
+    if dist.is_initialized():  # the Trainer, not the check before the run
+        sys.exit(0)
+    return Fine(spec)
+"""
+
+
+@pytest.fixture
+def exiting_file(tmp_path):
+    path = tmp_path / "outside" / "exiting.py"
+    path.parent.mkdir()
+    path.write_text(textwrap.dedent(EXITING_MODEL))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("source", "function", "message"),
+    [
+        (None, "build", r"called sys\.exit\(0\) while building the model; a factory must return"),
+        ("import sys\nsys.exit(0)\n", "build", r"called sys\.exit\(0\) while its module was imported"),
+        (None, "exits_in_forward", r"called sys\.exit\(3\) in the model's forward"),
+    ],
+)
+def test_a_factory_that_calls_sys_exit_is_refused_naming_it(exiting_file, source, function, message):
+    """SystemExit is no Exception: it went past every check and ended the process with the status it gave."""
+    path = exiting_file
+    if source:
+        path.write_text(source)
+    with pytest.raises(ModelConfigError, match=message) as err:
+        build_model(embed_source(ModelConfig(factory=f"{path}:{function}")), SPEC)
+    assert f"{path}:{function}" in str(err.value)
+
+
+def test_torchtfx_run_fails_naming_a_factory_that_calls_sys_exit(exiting_file, tmp_path):
+    """`torchtfx run --model file.py:build` with ``sys.exit(0)`` in the factory exited 0, silently."""
+    from click.testing import CliRunner
+
+    from torchtfx.pipeline.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["run", "--model", f"{exiting_file}:build", "--pipeline-root",
+                                      str(tmp_path / "root")])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert f"Error: model factory '{exiting_file}:build' called sys.exit(0) while building the model" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "root").exists()
+
+
+def test_a_factory_that_exits_in_the_trainer_fails_the_training(exiting_file, tmp_path, tiny_taxi):
+    """Only where training runs (the in-process worker, as in a DDP rank): SystemExit passed through the worker."""
+    from tests import helpers
+    from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
+    from torchtfx.components.torch_trainer.worker.in_process import run_in_process
+
+    model = embed_source(ModelConfig(factory=f"{exiting_file}:exits_in_training"))
+    build_model(model, tiny_taxi.layout.model_spec())  # the check before the run passes
+    job = helpers.tiny_train_job(tmp_path, tiny_taxi, num_workers=1, model=model)
+    with pytest.raises(TrainingFailedError, match=r"exiting\.py:exits_in_training' called sys\.exit\(0\) while buil"):
+        run_in_process(job, tmp_path / "train.log")

@@ -1,0 +1,125 @@
+"""Where a promotion acts (:class:`ServingTarget`) and the checks every change passes before it touches anything:
+the serving directory belongs to this registry, models.config parses, a folder holds what the registry
+registered under it, a version folder is removed only when this registry says it was never served, and a
+candidate replaces only the champion the Evaluator compared it with."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+from pathlib import Path
+
+from torchtfx.components.promoter import serving_transition
+from torchtfx.components.promoter.serving_transition import Served
+from torchtfx.components.shared import fingerprint, serving_config, serving_identity, serving_layout
+from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
+from torchtfx.components.shared.mlflow_client import SERVING_VERSION_TAG, Registry
+from torchtfx.components.shared.model_server import ModelServer
+
+logger = logging.getLogger(__name__)
+
+JOURNAL_FILE = ".promotion-journal.json"  # journal.py's, named here for the messages of the checks
+
+
+class PromotionError(RuntimeError):
+    """A promotion, rollback or override cannot be done as asked."""
+
+
+class ChampionMovedError(PromotionError):
+    """The registry's champion is not the one the Evaluator compared the candidate with."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Baseline:
+    """The champion the Evaluator compared the candidate with (ChampionModel's record): its registry version,
+    None when there was no champion."""
+
+    registry_version: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class ServingTarget:
+    serving_dir: Path
+    model_name: str
+    registry: Registry
+    batching: serving_layout.BatchingParams = dataclasses.field(default_factory=serving_layout.BatchingParams)
+    server_address: str | None = None  # TF Serving's gRPC host:port; None: nobody to ask, labels move later
+    load_timeout_s: float = serving_transition.DEFAULT_LOAD_TIMEOUT_S
+
+    def served(self) -> Served:
+        server = ModelServer(self.server_address) if self.server_address else None
+        return Served(self.serving_dir, self.model_name, self.batching, server, self.load_timeout_s)
+
+
+def open_target(target: ServingTarget) -> serving_identity.Identity:
+    """Under the lock, before any change: the directory is this registry's (bound now if new) and its
+    models.config parses. Raises ServingBindingError / ServingConfigError, with the fix."""
+    identity = serving_identity.bind(target.serving_dir, target.registry)
+    serving_config.read_models_config(target.serving_dir)
+    return identity
+
+
+def _short(value: str) -> str:
+    scheme, _, digest = value.partition(":")
+    return f"{scheme}:{digest[:12]}"
+
+
+def verify_folder(target: ServingTarget, version) -> None:
+    """Refuse to put a label on a serving folder that does not hold the registered version's bytes."""
+    folder = target.serving_dir / version.tags.get(SERVING_VERSION_TAG, "?")
+    recorded = version.tags.get(MODEL_FINGERPRINT_TAG)
+    try:
+        actual = fingerprint.saved_model_fingerprint(folder)
+    except FileNotFoundError:
+        actual = None
+    if recorded is None and actual is not None:
+        logger.warning("Registry version %s records no fingerprint (promoted before fingerprints): %s is served "
+                       "unverified", version.version, folder)  # fmt: skip
+        return
+    if actual != recorded:
+        on_disk = _short(actual) if actual else "no SavedModel"
+        raise PromotionError(
+            f"{folder} does not hold registry version {version.version} of {target.registry.model_name} "
+            f"(on disk: {on_disk}; registered: {_short(recorded or '?:none')}): it was changed on disk or written "
+            "by another registry. Nothing was changed. Restore the folder from the registry version's artifacts, "
+            "or make another version the champion (`torchtfx promote --version N --reason ...`)"
+        )
+
+
+def remove_unserved(target: ServingTarget, served: Served, version: int, registry_version: str | None) -> None:
+    """Unlist and delete the folder of an interrupted promotion, once this (bound) registry confirms that nothing
+    but that promotion's own unaliased ``registry_version`` was registered from it; never what ``stable`` serves."""
+    state = serving_transition.current_state(served)
+    claimed = [v for v in target.registry.versions_tagged(SERVING_VERSION_TAG, str(version))
+               if str(v.version) != registry_version or v.aliases]  # fmt: skip
+    if claimed or (state is not None and state.labels.get(serving_config.STABLE) == version):
+        why = (f"registry version {claimed[0].version} of {target.registry.model_name} is served from it"
+               if claimed else f"`stable` points at it in {serving_config.MODELS_CONFIG}")  # fmt: skip
+        raise PromotionError(
+            f"the promotion journal {target.serving_dir / JOURNAL_FILE} names serving version {version} "
+            f"as interrupted, but {why}: nothing was removed or changed. If no promotion is running, delete the "
+            "journal and rerun"
+        )
+    if state is not None and version in state.versions and version not in state.label_versions():
+        serving_transition.restore(served, dataclasses.replace(state, versions=state.versions - {version}))
+    shutil.rmtree(target.serving_dir / str(version), ignore_errors=True)
+
+
+def require_compared(target: ServingTarget, compared_with: Baseline | None, champion) -> None:
+    """The candidate passed its change gates (and its data the drift gate) against ``compared_with``: promote
+    it only over that champion."""
+    now = str(champion.version) if champion is not None else None
+    if compared_with is None or compared_with.registry_version == now:
+        return
+
+    def name(version: str | None) -> str:
+        return f"registry version {version}" if version is not None else "no champion"
+
+    raise ChampionMovedError(
+        f"the champion changed while this run evaluated its candidate: the Evaluator compared it with "
+        f"{name(compared_with.registry_version)}, and {target.registry.model_name}'s champion is now {name(now)} "
+        "(promoted or rolled back meanwhile by another run or `torchtfx promote`). The candidate was NOT promoted "
+        "and nothing was changed: its change and drift gates were never run against the current champion. Rerun "
+        "the pipeline to evaluate it against the current champion (the trained model comes from the cache)."
+    )
