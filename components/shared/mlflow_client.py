@@ -85,7 +85,7 @@ class RedactCredentials(logging.Filter):
 def identity_uri(uri: str) -> str:
     """The tracking URI as a serving directory records it: no user:password@, no query or fragment (where
     tokens go), and a sqlite or file store's path made absolute, so one store has one spelling."""
-    bare = re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]+@", r"\1", uri.split("#", 1)[0].split("?", 1)[0], flags=re.I)
+    bare = _USERINFO.sub(r"\1", uri.split("#", 1)[0].split("?", 1)[0])
     for scheme in ("sqlite:///", "file://"):
         if bare.startswith(scheme):
             return scheme + str(Path(bare[len(scheme) :]).resolve())

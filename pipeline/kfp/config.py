@@ -48,8 +48,8 @@ def _memory_fields(*fields: str):
     )
 
 
-class Resources(_KubeflowSection):
-    """A step's CPU and memory: ``cpu``/``memory`` are the limits; ``cpu_request``/``memory_request`` what the
+class _CpuMemory(_KubeflowSection):
+    """CPU and memory of a pod: ``cpu``/``memory`` are the limits; ``cpu_request``/``memory_request`` what the
     scheduler reserves (default: the limits, which is what Kubernetes makes of a limit without a request)."""
 
     cpu: pydantic.PositiveFloat
@@ -60,9 +60,13 @@ class Resources(_KubeflowSection):
     _memory = _memory_fields("memory", "memory_request")
 
     @pydantic.model_validator(mode="after")
-    def _requests_within_limits(self) -> Resources:
+    def _requests_within_limits(self) -> _CpuMemory:
         check_requests(self.cpu, self.cpu_request, self.memory, self.memory_request)
         return self
+
+
+class Resources(_CpuMemory):
+    """A step's CPU and memory (limits and requests)."""
 
     @property
     def memory_gb(self) -> float:
@@ -101,14 +105,12 @@ class ElasticNodes(_KubeflowSection):
         return self
 
 
-class TrainerDeployment(_KubeflowSection):
+class TrainerDeployment(_CpuMemory):
     node_pool: str = "gpu"
     gpu_type: str = "nvidia.com/gpu"
     gpus_per_node: pydantic.NonNegativeInt = 1
     cpu: pydantic.PositiveFloat = 8  # limit
     memory: str = "32Gi"  # limit
-    cpu_request: pydantic.PositiveFloat | None = None  # None: the limit
-    memory_request: str | None = None  # None: the limit
     num_nodes: pydantic.PositiveInt = 1  # > 1: the Trainer step runs a PyTorchJob
     # The PyTorchJob's namespace; None: the Trainer step's own (the run's namespace, where its PVC and secrets
     # are on multi-user Kubeflow), read at run time from the pod's service account.
@@ -118,13 +120,6 @@ class TrainerDeployment(_KubeflowSection):
     backoff_limit: pydantic.NonNegativeInt = 3
     timeout_minutes: pydantic.PositiveInt = 240
     hyperparameters: TrainerHParams = TrainerHParams()
-
-    _memory = _memory_fields("memory", "memory_request")
-
-    @pydantic.model_validator(mode="after")
-    def _requests_within_limits(self) -> TrainerDeployment:
-        check_requests(self.cpu, self.cpu_request, self.memory, self.memory_request)
-        return self
 
     @property
     def resources(self) -> Resources:

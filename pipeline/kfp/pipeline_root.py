@@ -33,19 +33,23 @@ RULE = (
 )
 
 
+def _bucket_key(root: str) -> str | None:
+    """The object-key prefix of a root in the in-cluster bucket (``/``-terminated); None for any other root."""
+    return root[len(IN_CLUSTER_BUCKET) :] + "/" if root.startswith(IN_CLUSTER_BUCKET) else None
+
+
 def namespace_in_root(root: str) -> str | None:
     """The namespace a ``minio://mlpipeline/private…/<ns>/`` root is bound to (the placeholder included)."""
-    if not root.startswith(IN_CLUSTER_BUCKET):
-        return None
-    match = _NAMESPACED.match(root[len(IN_CLUSTER_BUCKET) :] + "/")
+    key = _bucket_key(root)
+    match = _NAMESPACED.match(key) if key is not None else None
     return match.group(2) if match else None
 
 
 def check_multi_user_root(root: str) -> str:
     """At compile: a root in the in-cluster bucket must lie under a prefix some namespace may write."""
-    if not root.startswith(IN_CLUSTER_BUCKET):
+    key = _bucket_key(root)
+    if key is None:
         return root  # gs:// or an external s3:// bucket: the profile's policy does not apply
-    key = root[len(IN_CLUSTER_BUCKET) :] + "/"
     if key.startswith(SHARED_PREFIXES) or _NAMESPACED.match(key):
         return root
     raise ValueError(

@@ -7,6 +7,9 @@ import posixpath
 import re
 from typing import Any
 
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import is_secret_name
+from torchtfx.pipeline.kfp.pipeline_root import NAMESPACE_PLACEHOLDER
+
 REMOTE_SCHEMES = ("gs://", "s3://", "minio://")
 # The KFP launcher's bucket URI (backend/src/v2/objectstore ParseBucketConfig, 2.1.0 to 2.14.3): a scheme it
 # knows, then a bucket name, then an optional prefix.
@@ -86,8 +89,6 @@ def check_requests(cpu: float, cpu_request: float | None, memory: str, memory_re
 
 def check_secret_name(name: str) -> str:
     """A Kubernetes Secret's name (a DNS-1123 subdomain)."""
-    from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import is_secret_name
-
     if not is_secret_name(name):
         raise ValueError(
             f"image_pull_secrets: {name!r} is not a Kubernetes secret name (lower-case letters, digits, '-' and "
@@ -103,8 +104,6 @@ def is_bucket_uri(value: str) -> bool:
 def check_pipeline_root(value: str) -> str:
     """A bucket URI the KFP launcher can store artifacts in: gs://, s3:// or minio://, with a bucket; it may
     hold ``{namespace}``, which ``torchtfx submit`` fills in (pipeline_root.py)."""
-    from torchtfx.pipeline.kfp.pipeline_root import NAMESPACE_PLACEHOLDER
-
     if is_bucket_uri((value or "").replace(NAMESPACE_PLACEHOLDER, "namespace").rstrip("/")):
         return value.rstrip("/")
     raise ValueError(
