@@ -110,3 +110,30 @@ def test_a_regular_install_holds_only_torchtfx_packages(tmp_path):
     assert tops == {"torchtfx", wheel.name.split("-py3")[0] + ".dist-info"}, tops
     names = zipfile.ZipFile(wheel).namelist()
     assert "torchtfx/pipeline/pipeline.py" in names and "torchtfx/data/datasets/taxi.yaml" in names
+
+
+CONVERTER = "torchtfx.components.converter"
+# The converter is a library of its own (DEVELOPMENT.md): ONNX in, TensorFlow out, proved against onnxruntime.
+CONVERTER_MAY_NOT_IMPORT = ("tfx", "tensorflow_transform", "tensorflow_model_analysis", "mlflow", "apache_beam",
+                            "torch", "ml_metadata", "kfp")  # fmt: skip
+
+
+def test_the_converter_imports_nothing_from_the_rest_of_torchtfx():
+    graph = _graph()
+    members = [m for m in graph if m == CONVERTER or m.startswith(CONVERTER + ".")]
+    assert len(members) > 5
+    outside = [(m, t) for m in members for t in graph[m] if not (t == CONVERTER or t.startswith(CONVERTER + "."))]
+    assert outside == []
+
+
+def test_the_converter_imports_no_pipeline_framework():
+    found = []
+    for path in (PROJECT_ROOT / "components" / "converter").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else [])
+            )
+            found += [(path.name, n) for n in names if n.split(".")[0] in CONVERTER_MAY_NOT_IMPORT]
+    assert found == []

@@ -22,9 +22,9 @@ from pathlib import Path
 import onnx
 import tensorflow as tf
 
-from torchtfx.components.torch_trainer.export import repairs
-from torchtfx.components.torch_trainer.export.row_shards import shard_rows
-from torchtfx.components.torch_trainer.export.translator import (
+from torchtfx.components.converter import repairs
+from torchtfx.components.converter.row_shards import shard_rows
+from torchtfx.components.converter.translator import (
     ConversionError,
     OnnxGraphModule,
     UnsupportedOpsError,

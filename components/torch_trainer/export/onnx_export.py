@@ -20,7 +20,7 @@ import onnx
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.export import repairs
+from torchtfx.components.converter import repairs
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, prediction_output
 from torchtfx.components.torch_trainer.modeling.spec import BINARY
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit

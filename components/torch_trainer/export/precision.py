@@ -27,15 +27,15 @@ import numpy as np
 import onnx
 import tensorflow as tf
 
-from torchtfx.components.torch_trainer.export import repairs
-from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, build_serving_model
-from torchtfx.components.torch_trainer.export.parity import relative_to_scale
-from torchtfx.components.torch_trainer.export.translator import (
+from torchtfx.components.converter import repairs
+from torchtfx.components.converter.translator import (
     ConversionError,
     OnnxGraphModule,
     UnsupportedOpsError,
     unsupported_ops,
 )
+from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, build_serving_model
+from torchtfx.components.torch_trainer.export.parity import relative_to_scale
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, FeatureLayout, prediction_output
 from torchtfx.components.torch_trainer.materialize import example_batches
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION

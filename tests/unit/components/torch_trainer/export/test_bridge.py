@@ -15,15 +15,15 @@ import torch
 from onnx import TensorProto, helper
 
 from tests.unit.components.torch_trainer.export import bridge_models
-from torchtfx.components.torch_trainer.export import repairs
-from torchtfx.components.torch_trainer.export.convert import convert_onnx, run_onnx2tf
-from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH, _trace, batch_failures, export_onnx
-from torchtfx.components.torch_trainer.export.translator import (
+from torchtfx.components.converter import repairs
+from torchtfx.components.converter.translator import (
     ConversionError,
     OnnxGraphModule,
     UnsupportedOpsError,
     unsupported_ops,
 )
+from torchtfx.components.torch_trainer.export.convert import convert_onnx, run_onnx2tf
+from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH, _trace, batch_failures, export_onnx
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit

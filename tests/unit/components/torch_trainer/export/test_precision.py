@@ -19,6 +19,8 @@ from torch import nn
 from tests.helpers import FLOAT32_RERUN_TOLERANCE
 from tests.unit.components.torch_trainer.export import bridge_models
 from tests.unit.components.torch_trainer.served_models import NearlyCancelling, export_and_serve, train_briefly
+from torchtfx.components.converter.ops import OPS, Node
+from torchtfx.components.converter.translator import OnnxGraphModule
 from torchtfx.components.torch_trainer.export import precision
 from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
 from torchtfx.components.torch_trainer.export.precision import (
@@ -28,8 +30,6 @@ from torchtfx.components.torch_trainer.export.precision import (
     measure_drift,
     reduced_precision_network,
 )
-from torchtfx.components.torch_trainer.export.tf_ops import OPS, Node
-from torchtfx.components.torch_trainer.export.translator import OnnxGraphModule
 from torchtfx.components.torch_trainer.modeling.factory import ZOO, build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec

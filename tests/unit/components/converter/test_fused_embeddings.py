@@ -11,10 +11,10 @@ import tensorflow as tf
 import torch
 
 from tests.helpers import FLOAT32_RERUN_TOLERANCE
-from torchtfx.components.torch_trainer.export import translator
+from torchtfx.components.converter import translator
+from torchtfx.components.converter.ops import FUSED_DOMAIN
+from torchtfx.components.converter.translator import OnnxGraphModule, fuse_embedding_lookups
 from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
-from torchtfx.components.torch_trainer.export.tf_ops import FUSED_DOMAIN
-from torchtfx.components.torch_trainer.export.translator import OnnxGraphModule, fuse_embedding_lookups
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec

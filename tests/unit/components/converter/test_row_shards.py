@@ -12,14 +12,14 @@ import tensorflow as tf
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
-from torchtfx.components.torch_trainer.export.row_shards import (
+from torchtfx.components.converter.row_shards import (
     SHARD_MIN_ROWS,
     RowShardedNetwork,
     probe_inputs,
     shard_rows,
 )
-from torchtfx.components.torch_trainer.export.translator import OnnxGraphModule
+from torchtfx.components.converter.translator import OnnxGraphModule
+from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec

@@ -17,7 +17,7 @@ import onnx
 import tensorflow as tf
 from onnx import TensorProto, helper, numpy_helper
 
-from torchtfx.components.torch_trainer.export.tf_ops import FUSED_DOMAIN, FUSED_OPS, OPS, Node
+from torchtfx.components.converter.ops import FUSED_DOMAIN, OPS, Node, NodeError, evaluate
 
 logger = logging.getLogger(__name__)
 
@@ -222,7 +222,8 @@ class OnnxGraphModule(tf.Module):
         if self._float not in (tf.float32, tf.float16):
             raise ValueError(f"compute_dtype {self._float.name} is not float32 or float16")
         graph = model.graph
-        self._nodes = [Node(n, self._float) for n in graph.node]
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+        self._nodes = [Node(n, self._float, opset) for n in graph.node]
         initializers = {t.name: self._in_compute_dtype(numpy_helper.to_array(t)) for t in graph.initializer}
         self._inputs = [i.name for i in graph.input if i.name not in initializers]
         self._outputs = [o.name for o in graph.output]
@@ -277,18 +278,10 @@ class OnnxGraphModule(tf.Module):
             env[name] = self.weights[index]
         for name, value in self._constants.items():
             env[name] = tf.constant(value)
-        for node in self._nodes:
-            args = [env[i] if i else None for i in node.proto.input]
-            try:
-                outputs = (FUSED_OPS if node.proto.domain == FUSED_DOMAIN else OPS)[node.op_type](node, args)
-            except Exception as err:
-                raise ConversionError(
-                    f"ONNX node {node.name or node.proto.output[0]!r} ({node.op_type}) could not be translated: "
-                    f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                ) from err
-            for name, value in zip(node.proto.output, outputs, strict=False):
-                if name:
-                    env[name] = value
+        try:
+            env = evaluate(self._nodes, env)
+        except NodeError as err:
+            raise ConversionError(str(err)) from err
         if half:
             return [tf.cast(env[o], tf.float32) if o in self._float_io else env[o] for o in self._outputs]
         return [env[o] for o in self._outputs]

@@ -1,0 +1,3 @@
+"""control operators (to be filled)."""
+
+from __future__ import annotations

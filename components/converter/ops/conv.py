@@ -1,0 +1,3 @@
+"""conv operators (to be filled)."""
+
+from __future__ import annotations

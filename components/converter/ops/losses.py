@@ -1,0 +1,3 @@
+"""losses operators (to be filled)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""quantize operators (to be filled)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""resize operators (to be filled)."""
+
+from __future__ import annotations

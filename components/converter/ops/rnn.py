@@ -1,0 +1,3 @@
+"""rnn operators (to be filled)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""signal operators (to be filled)."""
+
+from __future__ import annotations
