@@ -1,0 +1,3 @@
+"""normalization operators (to be filled)."""
+
+from __future__ import annotations

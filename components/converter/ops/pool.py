@@ -1,0 +1,3 @@
+"""pool operators (to be filled)."""
+
+from __future__ import annotations

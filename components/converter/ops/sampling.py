@@ -1,0 +1,3 @@
+"""sampling operators (to be filled)."""
+
+from __future__ import annotations

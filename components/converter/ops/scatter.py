@@ -1,0 +1,3 @@
+"""scatter operators (to be filled)."""
+
+from __future__ import annotations
