@@ -36,7 +36,7 @@ STAGE_FAILURES = (
     ("torchtfx.components.torch_trainer.cluster.launch", "TrainingFailedError"),
     ("torchtfx.components.torch_trainer.cluster.job_runner", "ClusterJobFailedError"),  # TrainJob and PyTorchJob
     ("torchtfx.components.torch_trainer.export.onnx_export", "ExportError"),
-    ("torchtfx.components.torch_trainer.export.translator", "ConversionError"),
+    ("torchtfx.components.converter.translator", "ConversionError"),
     ("torchtfx.components.torch_trainer.export.parity", "ParityError"),
     ("torchtfx.components.promoter.serving_transition", "ServingChangeError"),
     ("torchtfx.components.shared.model_server", "ModelServerError"),

@@ -1,7 +1,13 @@
 """ONNX export of the trained network (legacy TorchScript exporter), with its dynamic batch verified.
 
-``dynamo=False``: the dynamo exporter needs onnxscript, whose ml_dtypes conflicts with TF 2.16. The legacy
-exporter traces one batch; research code that reads the batch size as a Python int (``len(x)``,
+``dynamo=False``: the dynamo exporter needs onnxscript, whose ml_dtypes conflicts with TF 2.16. Torch ops the
+legacy exporter lacks are written by :mod:`.symbolics`; the eval-mode fast paths of ``nn.MultiheadAttention`` and
+``nn.TransformerEncoderLayer`` (fused kernels such as ``aten::_transformer_encoder_layer_fwd``, which no exporter
+writes) are turned off for the export. A model that still cannot be exported stops with the torch op, the module
+path and the user's source line (:mod:`.export_failure`); one whose eval output is random, with the module that
+draws (:mod:`..modeling.determinism`).
+
+The legacy exporter traces one batch; research code that reads the batch size as a Python int (``len(x)``,
 ``int(x.shape[0])``) bakes that number into ``Reshape``/``Expand`` shapes, so the graph declares a dynamic
 batch axis and fails at any other size. The export is therefore run in onnxruntime at batch sizes other
 than the trace batch and, when it fails there, repaired (:mod:`.repairs`, ``batch_constants``).
@@ -9,10 +15,12 @@ than the trace batch and, when it fails there, repaired (:mod:`.repairs`, ``batc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import tempfile
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +29,10 @@ import torch
 from torch import nn
 
 from torchtfx.components.converter import repairs
+from torchtfx.components.torch_trainer.export import symbolics
+from torchtfx.components.torch_trainer.export.export_failure import explain, quiet_exporter
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, prediction_output
+from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
 from torchtfx.components.torch_trainer.modeling.spec import BINARY
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
@@ -45,6 +56,7 @@ class ExportError(RuntimeError):
 class ExportReport:
     repairs: tuple[str, ...]  # names of the repairs that fired on the exported graph
     verified_batches: tuple[int, ...]
+    symbolics: tuple[str, ...] = ()  # torch ops written by torchtfx's own symbolic functions
 
 
 def _sample(split: ArraySplit, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,23 +67,41 @@ def _sample(split: ArraySplit, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(dense), torch.from_numpy(categorical)
 
 
-def _trace(head: nn.Module, split: ArraySplit, batch: int) -> onnx.ModelProto:
-    with tempfile.TemporaryDirectory() as tmp, torch.no_grad(), warnings.catch_warnings():
+def _trace(head: nn.Module, split: ArraySplit, batch: int, used: dict[str, int] | None = None) -> onnx.ModelProto:
+    """The legacy exporter's graph of ``head`` traced at ``batch``; ``used`` collects the symbolics that fired."""
+    sample = _sample(split, batch)
+    with tempfile.TemporaryDirectory() as tmp, torch.no_grad(), warnings.catch_warnings(), _no_fast_paths():
         # The tracer warns about Python ints taken from tensors: exactly what the verification below checks.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         path = Path(tmp) / "model.onnx"
         output = prediction_output(getattr(head, "task", BINARY))
-        torch.onnx.export(
-            head,
-            _sample(split, batch),
-            str(path),
-            input_names=[DENSE_INPUT, CATEGORICAL_INPUT],
-            output_names=[output],
-            dynamic_axes={name: {0: "batch"} for name in (DENSE_INPUT, CATEGORICAL_INPUT, output)},
-            opset_version=ONNX_OPSET,
-            dynamo=False,
-        )
+        with symbolics.registered(ONNX_OPSET) as fired:
+            try:
+                with quiet_exporter():
+                    torch.onnx.export(
+                        head, sample, str(path), input_names=[DENSE_INPUT, CATEGORICAL_INPUT], output_names=[output],
+                        dynamic_axes={name: {0: "batch"} for name in (DENSE_INPUT, CATEGORICAL_INPUT, output)},
+                        opset_version=ONNX_OPSET, dynamo=False,
+                    )  # fmt: skip
+            except (torch.onnx.errors.OnnxExporterError, torch.onnx.errors.SymbolicValueError, RuntimeError) as err:
+                raise ExportError(explain(err, head, sample)) from None
+        if used is not None:
+            used.update(fired)
         return onnx.load(str(path))
+
+
+@contextlib.contextmanager
+def _no_fast_paths() -> Iterator[None]:
+    """Turn off the eval-mode fast paths (fused attention/encoder kernels that no exporter writes) meanwhile."""
+    mha = getattr(torch.backends, "mha", None)
+    before = mha.get_fastpath_enabled() if mha else None
+    if mha:
+        mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        if mha:
+            mha.set_fastpath_enabled(before)
 
 
 def batch_failures(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> dict[int, str]:
@@ -103,7 +133,11 @@ def _scaled_diff(want: np.ndarray, got: np.ndarray) -> float:
 def export_onnx(head: nn.Module, split: ArraySplit, path: Path) -> ExportReport:
     """Export ``head`` (the network with its export head) to ``path``, verified at several batch sizes."""
     head = head.eval().cpu()
-    graph = _trace(head, split, TRACE_BATCH)
+    varying = find_nondeterminism(head, _sample(split, VERIFY_BATCHES[-1]))
+    if varying is not None:
+        raise ExportError(varying.describe(type(head.model).__name__))
+    used: dict[str, int] = {}
+    graph = _trace(head, split, TRACE_BATCH, used)
     fired: list[str] = []
     failures = batch_failures(graph, head, split)
     if failures:
@@ -120,7 +154,7 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path) -> ExportReport:
             )
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(graph, str(path))
-    return ExportReport(tuple(fired), VERIFY_BATCHES)
+    return ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used)))
 
 
 _CHECK_BATCH = 65536

@@ -22,6 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
+from torchtfx.components.torch_trainer.modeling.heads import ModelOutputError, split_output
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 
@@ -160,6 +162,13 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
         ) from err
     finally:
         model.train(was_training)
+    try:
+        out, _ = split_output(out)
+    except ModelOutputError as err:
+        raise ModelConfigError(f"model {name!r}: {err}") from None
+    varying = find_nondeterminism(model, (dense, categorical))
+    if varying is not None:
+        raise ModelConfigError(varying.describe(name))
     expected = spec.output_shape(_CHECK_BATCH)
     if not isinstance(out, torch.Tensor) or not out.is_floating_point() or tuple(out.shape) != expected:
         got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__

@@ -1,7 +1,8 @@
 """What the project adds around a user's model: the training loss and the export head.
 
-The user's ``forward`` returns raw scores; the loss is the task's unless the model defines
-``loss(outputs, labels)``, and the exported graph ends in the task's link (sigmoid, softmax, identity).
+The user's ``forward`` returns raw scores, or ``(scores, aux_loss)`` (a mixture of experts' load-balancing
+loss, added to the task loss in training and dropped from the export); the loss is the task's unless the model
+defines ``loss(outputs, labels)``, and the exported graph ends in the task's link (sigmoid, softmax, identity).
 """
 
 from __future__ import annotations
@@ -15,6 +16,35 @@ from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, TASKS
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class ModelOutputError(TypeError):
+    """The model's forward returned something other than scores or ``(scores, aux_loss)``."""
+
+
+def split_output(output) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A forward's result as ``(scores, aux_loss)``: ``scores``, or ``(scores, aux_loss)`` where ``aux_loss``
+    is a scalar tensor, a list/tuple of them or a dict of them (summed), or ``None``."""
+    if isinstance(output, torch.Tensor):
+        return output, None
+    if isinstance(output, tuple | list) and len(output) == 2 and isinstance(output[0], torch.Tensor):
+        scores, aux = output
+        parts = list(aux.values()) if isinstance(aux, dict) else list(aux) if isinstance(aux, tuple | list) else [aux]
+        parts = [p for p in parts if p is not None]
+        if all(isinstance(p, torch.Tensor) and p.numel() == 1 for p in parts):
+            return scores, (torch.stack([p.reshape(()).float() for p in parts]).sum() if parts else None)
+    raise ModelOutputError(
+        f"the model's forward returned {_describe(output)}; it must return the scores tensor, or (scores, aux_loss) "
+        "with aux_loss a scalar tensor (or a list or dict of them), e.g. a mixture of experts' load-balancing loss"
+    )
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, tuple | list | dict):
+        return f"a {type(value).__name__} of {len(value)} ({', '.join(type(v).__name__ for v in value)})"
+    return f"a {type(value).__name__}"
 
 
 def task_loss(
@@ -54,7 +84,7 @@ class ExportHead(nn.Module):
         return cls(model, layout.task, layout.log1p_target)
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
-        scores = self.model(dense, categorical)
+        scores, _ = split_output(self.model(dense, categorical))
         if self.task == BINARY:
             return torch.sigmoid(scores)
         if self.task == MULTICLASS:

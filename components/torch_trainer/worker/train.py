@@ -26,7 +26,7 @@ from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun, RedactCredentials
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model
-from torchtfx.components.torch_trainer.modeling.heads import loss_for, task_loss
+from torchtfx.components.torch_trainer.modeling.heads import loss_for, split_output, task_loss
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.checkpoint import load_checkpoint, save_checkpoint
@@ -44,6 +44,10 @@ from torchtfx.components.torch_trainer.worker.metrics import headline, task_metr
 from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
+from torchtfx.components.torch_trainer.worker.unused_parameters import (
+    find_unused_parameters,
+    needs_unused_parameter_search,
+)
 
 logger = logging.getLogger("torchtfx.train")
 
@@ -83,7 +87,6 @@ class Trainer:
         self.examples_per_epoch = len(train_split) * ctx.world_size  # over all ranks (equal shards)
         self.train_batches = ShardBatches(train_split, hp.batch_size, shuffle=True, seed=hp.seed)
         self.eval_batches = ShardBatches(eval_split, 8192, shuffle=False, seed=hp.seed)
-        self.model = DDP(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
         self.optimizer = optimizer
         self.amp = ctx.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
@@ -95,6 +98,13 @@ class Trainer:
             else None
         )
         self.loss_fn = loss_for(model, self.task, class_weights=weights, **self._loss_options())
+        dry_run = ShardBatches(train_split, hp.batch_size, shuffle=False, seed=hp.seed)
+        unused = find_unused_parameters(model, dry_run, self.loss_fn, ctx.device)
+        self.model = DDP(
+            model,
+            device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None,
+            find_unused_parameters=needs_unused_parameter_search(unused, ctx.device, ctx.is_main),
+        )
         # Early stopping compares epochs by the task's plain loss: a model's own loss or class weights would
         # make eval losses of different runs incomparable.
         self.eval_loss_fn = task_loss(self.task, **self._loss_options())
@@ -158,7 +168,9 @@ class Trainer:
             with self.model.no_sync() if local_sgd else contextlib.nullcontext():
                 with self.watch.locate(epoch + 1, step, self.ctx.rank):
                     with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
-                        loss = self.loss_fn(self.model(dense, categorical).float(), label)
+                        scores, aux_loss = split_output(self.model(dense, categorical))
+                        loss = self.loss_fn(scores.float(), label)
+                        loss = loss if aux_loss is None else loss + aux_loss
                     self.scaler.scale(loss).backward()
             self.scaler.unscale_(self.optimizer)
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.hp.grad_clip_norm)
@@ -181,7 +193,8 @@ class Trainer:
     def evaluate(self) -> Evaluation:
         """Global eval loss and the task's metrics; every rank gets the same numbers (so the same stop decision)."""
         net = self.model.module.eval()
-        scores = [net(d.to(self.ctx.device), c.to(self.ctx.device)).float().cpu() for d, c, _ in self.eval_batches]
+        scores = [split_output(net(d.to(self.ctx.device), c.to(self.ctx.device)))[0].float().cpu()
+                  for d, c, _ in self.eval_batches]  # fmt: skip
         gathered: list = [None] * self.ctx.world_size
         local = torch.cat(scores).numpy() if scores else np.zeros((0,), np.float32)
         dist.all_gather_object(gathered, (local, self.eval_split.label))

@@ -1,0 +1,160 @@
+"""The exporter's gaps (issue #27 point 1): torch ops the legacy exporter lacks, eval-mode fast paths, and a
+model that cannot be exported stopping with the op, the module path and the user's source line."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch import nn
+
+from torchtfx.components.torch_trainer.export import symbolics
+from torchtfx.components.torch_trainer.export.onnx_export import ExportError, export_onnx
+from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+
+# One call of each entry's torch op on a [batch, 6] float input; every entry of the registry is here.
+CALLS = {
+    "column_stack": lambda x: torch.column_stack([x[:, 0], x[:, 1:]]),
+    "dstack": lambda x: torch.dstack([x, x * 2]).flatten(1),
+    "logaddexp": lambda x: torch.logaddexp(x, x.flip(1)),
+    "sinc": lambda x: torch.sinc(torch.cat([x, torch.zeros_like(x[:, :1])], 1)),
+    "deg2rad": torch.deg2rad,
+    "rad2deg": torch.rad2deg,
+    "diff": lambda x: torch.diff(x, dim=1),
+    "xlogy": lambda x: torch.xlogy(torch.relu(x), x.abs() + 1),
+    "special_entr": lambda x: torch.special.entr(torch.relu(x)),
+    "trunc": lambda x: torch.trunc(x * 3),
+    "frac": lambda x: torch.frac(x * 3),
+    "expm1": torch.expm1,
+    "hypot": lambda x: torch.hypot(x, x.flip(1)),
+    "count_nonzero": lambda x: torch.count_nonzero(torch.relu(x), 1)[:, None].float(),
+    "nanmean": lambda x: torch.nanmean(torch.where(x > 1, torch.nan, x), 1, keepdim=True),
+    "rms_norm": lambda x: nn.functional.rms_norm(x, (6,), torch.linspace(0.5, 1.5, 6), 1e-6),
+    "take_along_dim": lambda x: torch.take_along_dim(x, torch.argsort(x, 1), 1),
+    "isin": lambda x: torch.isin(torch.round(x), torch.tensor([0.0, 1.0])).float(),
+    "logcumsumexp": lambda x: torch.logcumsumexp(x, 1),
+}
+
+
+class Calls(nn.Module):
+    """A tabular network around one op: ``f(dense) -> [batch, k]`` then a linear score."""
+
+    def __init__(self, fn) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        return self.fn(dense).sum(1, keepdim=True) + _ids(categorical)
+
+
+def _ids(categorical: torch.Tensor) -> torch.Tensor:
+    """The ids' share of a score: a graph must read both inputs (an unread one leaves the exported graph)."""
+    return 0.1 * categorical.float().sum(1, keepdim=True)
+
+
+def _split(n: int = 64) -> ArraySplit:
+    rng = np.random.default_rng(0)
+    dense = rng.normal(size=(n, 6)).astype(np.float32)
+    return ArraySplit(dense, rng.integers(0, 3, (n, 2)), rng.integers(0, 2, n).astype(np.float32))
+
+
+def test_every_registry_entry_is_exercised_here():
+    assert set(CALLS) == set(symbolics.SYMBOLICS)
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_each_symbolic_exports_its_op_with_torchs_semantics(name, tmp_path, caplog):
+    head = ExportHead(Calls(CALLS[name]), "regression").eval()
+    with caplog.at_level(logging.INFO, logger=symbolics.__name__):
+        report = export_onnx(head, _split(), tmp_path / "model.onnx")
+    assert name in report.symbolics
+    assert any(f"aten::{name}" in r.getMessage() for r in caplog.records)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    split = _split(33)
+    (got,) = session.run(None, {"dense": split.dense, "categorical": split.categorical})
+    with torch.no_grad():
+        want = head(torch.from_numpy(split.dense), torch.from_numpy(split.categorical)).numpy()
+    np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_symbolics_are_registered_only_during_the_export(tmp_path):
+    head = ExportHead(Calls(CALLS["column_stack"]), "regression").eval()
+    export_onnx(head, _split(), tmp_path / "m.onnx")
+    assert not symbolics._torch_has("aten::column_stack", 17)
+
+
+class ColumnStackEnsemble(nn.Module):
+    """The failure kind of a published tabular ensemble: members' scores joined with ``torch.column_stack``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.members = nn.ModuleList(nn.Linear(6, 1) for _ in range(3))
+
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        scores = torch.column_stack([m(dense).squeeze(1) for m in self.members])
+        return scores.mean(1, keepdim=True) + _ids(categorical)
+
+
+def test_a_column_stack_ensemble_exports(tmp_path):
+    report = export_onnx(ExportHead(ColumnStackEnsemble(), "binary").eval(), _split(), tmp_path / "m.onnx")
+    assert report.symbolics == ("column_stack",)
+
+
+class Encoder(nn.Module):
+    """torch's own ``nn.TransformerEncoder`` over per-feature tokens, as researchers write it first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(1, 8)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        return self.out(self.encoder(self.embed(dense[:, :, None])).mean(1)) + _ids(categorical)
+
+
+def test_torchs_transformer_encoder_exports_with_its_fast_path_off(tmp_path):
+    head = ExportHead(Encoder(), "binary").eval()
+    assert torch.backends.mha.get_fastpath_enabled()
+    export_onnx(head, _split(), tmp_path / "m.onnx")
+    assert torch.backends.mha.get_fastpath_enabled()  # restored
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    split = _split(9)
+    (got,) = session.run(None, {"dense": split.dense, "categorical": split.categorical})
+    with torch.no_grad():
+        want = head(torch.from_numpy(split.dense), torch.from_numpy(split.categorical)).numpy()
+    np.testing.assert_allclose(got.reshape(want.shape), want, atol=1e-5)
+
+
+class Unexportable(nn.Module):
+    """``erfinv`` has no ONNX form: the inverse error function is not an ONNX operator."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(6, 4), _Erfinv())
+
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        return self.block(dense).sum(1, keepdim=True) + _ids(categorical)
+
+
+class _Erfinv(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.erfinv(torch.tanh(x) * 0.5)
+
+
+def test_an_unexportable_op_names_the_op_module_and_source_line_without_a_graph_dump(tmp_path, capfd):
+    with pytest.raises(ExportError) as caught:
+        export_onnx(ExportHead(Unexportable(), "binary").eval(), _split(), tmp_path / "m.onnx")
+    message = str(caught.value)
+    assert "aten::erfinv" in message
+    assert "module model.block.1 (_Erfinv)" in message
+    assert f"{__file__}:" in message and "torch.erfinv(torch.tanh(x) * 0.5)" in message
+    assert "Fix:" in message and len(message.splitlines()) == 1
+    captured = capfd.readouterr()
+    assert "graph(" not in captured.err and "Torch IR graph" not in captured.err
+    assert not (tmp_path / "m.onnx").exists()
