@@ -293,6 +293,7 @@ def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...])
 
 
 def _register_subcommands() -> None:
+    from torchtfx.pipeline.cli.convert import convert_cmd
     from torchtfx.pipeline.cli.kubeflow import compile_cmd, submit_cmd
     from torchtfx.pipeline.cli.promotion import promote, report
 
@@ -300,6 +301,7 @@ def _register_subcommands() -> None:
     cli.add_command(report)
     cli.add_command(compile_cmd)
     cli.add_command(submit_cmd)
+    cli.add_command(convert_cmd)
 
 
 _register_subcommands()

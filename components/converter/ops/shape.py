@@ -1,10 +1,33 @@
-"""Shape operators: reshape, transpose, (un)squeeze, slice, split, concat, expand, tile, shape, range."""
+"""Shape operators: reshape, flatten, transpose, (un)squeeze, slice, split, concat, expand, tile, shape, size,
+range, depth/space rearrangements, center crop/pad.
+
+Inputs that give axes, sizes or shapes may only be known at run time; the output rank then follows from their
+static length, and the dimensions are computed with ``tf.shape``.
+"""
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
-from torchtfx.components.converter.ops.registry import BIG, ints, op, static
+from torchtfx.components.converter.ops.registry import BIG, Node, op, static
+
+
+def _dims(x: tf.Tensor) -> list[int | tf.Tensor]:
+    """``x``'s dimensions, each a Python int where static, else a scalar int64 tensor."""
+    dynamic = tf.shape(x, tf.int64)
+    return [d if d is not None else dynamic[i] for i, d in enumerate(x.shape.as_list())]
+
+
+def _int_list(t: tf.Tensor | None) -> list[int] | None:
+    value = static(t)
+    return None if value is None else [int(v) for v in np.atleast_1d(value)]
+
+
+def _listed(rank: int, axes: tf.Tensor) -> tf.Tensor:
+    """A [rank] bool mask of the positions listed (possibly negative) in the run-time ``axes``."""
+    axes = tf.math.floormod(tf.cast(axes, tf.int64), rank)
+    return tf.reduce_any(tf.equal(tf.range(rank, dtype=tf.int64)[:, None], axes[None, :]), axis=1)
 
 
 @op("Concat")
@@ -24,15 +47,23 @@ def _reshape(node, x):
         elif shape.shape.is_fully_defined():
             dims = tf.shape(data, tf.int64)[: shape.shape[0]]
             dims = tf.pad(dims, [[0, tf.maximum(0, shape.shape[0] - tf.size(dims))]])
-            shape = tf.where(tf.equal(shape, 0), dims, shape)
+            shape = tf.where(tf.equal(shape, 0), dims, tf.cast(shape, tf.int64))
     return [tf.reshape(data, shape)]
+
+
+def _product(dims: list) -> int | tf.Tensor:
+    if all(isinstance(d, int) for d in dims):
+        return int(np.prod(dims, dtype=np.int64))
+    return tf.reduce_prod(tf.stack([tf.cast(d, tf.int64) for d in dims]))
 
 
 @op("Flatten")
 def _flatten(node, x):
-    data, axis = x[0], node.attr("axis", 1)
-    dims = tf.shape(data, tf.int64)
-    return [tf.reshape(data, tf.stack([tf.reduce_prod(dims[:axis]), tf.reduce_prod(dims[axis:])]))]
+    dims = _dims(x[0])
+    axis = node.attr("axis", 1)
+    axis += len(dims) if axis < 0 else 0
+    outer, inner = _product(dims[:axis]), _product(dims[axis:])
+    return [tf.reshape(x[0], tf.stack([tf.cast(outer, tf.int64), tf.cast(inner, tf.int64)]))]
 
 
 @op("Transpose")
@@ -41,46 +72,89 @@ def _transpose(node, x):
     return [tf.transpose(x[0], perm=list(perm) if perm is not None else None)]
 
 
+def _axes_of(node: Node, x: list) -> list[int] | tf.Tensor | None:
+    """The ``axes`` attribute (older opsets) or input: a list if static, a tensor if known only at run time."""
+    if node.attr("axes") is not None:
+        return list(node.attr("axes"))
+    given = x[1] if len(x) > 1 else None
+    if given is None:
+        return None
+    value = _int_list(given)
+    return value if value is not None else given
+
+
 @op("Unsqueeze")
 def _unsqueeze(node, x):
-    data = x[0]
-    axes = list(node.attr("axes")) if node.attr("axes") is not None else ints(x[1], "Unsqueeze axes")
-    rank = data.shape.rank + len(axes)
-    for axis in sorted(a % rank for a in axes):
-        data = tf.expand_dims(data, axis)
-    return [data]
+    data, axes = x[0], _axes_of(node, x)
+    if isinstance(axes, list):
+        rank = data.shape.rank + len(axes)
+        for axis in sorted(a % rank for a in axes):
+            data = tf.expand_dims(data, axis)
+        return [data]
+    count = axes.shape[0] if axes.shape.rank == 1 else None
+    if count is None:
+        raise ValueError("Unsqueeze axes must be a constant or have a static length (it gives the output rank)")
+    rank = data.shape.rank + count
+    new = _listed(rank, axes)
+    # The input's dimensions fill the positions that are not new, in order (the appended 1 keeps gather in range).
+    source = tf.concat([tf.shape(data, tf.int64), [1]], 0)
+    taken = tf.gather(source, tf.clip_by_value(tf.cumsum(1 - tf.cast(new, tf.int64)) - 1, 0, data.shape.rank))
+    out = tf.reshape(data, tf.where(new, tf.ones_like(taken), taken))
+    out.set_shape([None] * rank)
+    return [out]
 
 
 @op("Squeeze")
 def _squeeze(node, x):
-    axes = node.attr("axes")
-    if axes is None and len(x) > 1 and x[1] is not None:
-        axes = ints(x[1], "Squeeze axes")
-    return [tf.squeeze(x[0], axis=[a % x[0].shape.rank for a in axes] if axes is not None else None)]
+    data, axes = x[0], _axes_of(node, x)
+    if axes is None:
+        # Every dimension of size 1; one unknown at trace time (a batch) is taken as not 1, else the output rank
+        # would depend on the data.
+        axes = [i for i, d in enumerate(data.shape.as_list()) if d == 1]
+    if isinstance(axes, list):
+        return [tf.squeeze(data, axis=[a % data.shape.rank for a in axes])] if axes else [data]
+    count = axes.shape[0] if axes.shape.rank == 1 else None
+    if count is None:
+        raise ValueError("Squeeze axes must be a constant or have a static length (it gives the output rank)")
+    kept = tf.boolean_mask(tf.shape(data, tf.int64), tf.logical_not(_listed(data.shape.rank, axes)))
+    out = tf.reshape(data, kept)
+    out.set_shape([None] * (data.shape.rank - count))
+    return [out]
 
 
-def _clamp(v: int) -> int | None:
-    return None if v >= BIG or v <= -BIG else v
+def _clamp(v: int) -> int:
+    # Into int32 range, where strided_slice clamps like Python; INT64_MIN as an end with a negative step still
+    # means "through index 0" (-BIG + dim < 0 clamps to -1).
+    return min(max(v, -BIG), BIG)
 
 
 @op("Slice")
 def _slice(node, x):
+    if node.opset < 10:
+        # Slice-1: starts, ends and axes are attributes, no steps.
+        data, starts, ends = x[0], node.attr("starts"), node.attr("ends")
+        axes = node.attr("axes") or range(len(starts))
+        return [_static_slice(data, list(axes), starts, ends, [1] * len(starts))]
     data, starts, ends, axes, steps = (x + [None] * 5)[:5]
-    rank = data.shape.rank
-    values = [static(t) for t in (starts, ends, axes, steps)]
-    given = [t is not None for t in (starts, ends, axes, steps)]
-    if any(g and v is None for g, v in zip(given, values, strict=True)):
+    values = [_int_list(t) for t in (starts, ends, axes, steps)]
+    if any(t is not None and v is None for t, v in zip((starts, ends, axes, steps), values, strict=True)):
         return [_dynamic_slice(data, starts, ends, axes, steps)]
-    axes_v = [a % rank for a in (values[2] if axes is not None else range(len(values[0])))]
-    steps_v = values[3] if steps is not None else [1] * len(axes_v)
-    index = [slice(None)] * rank
-    for axis, start, end, step in zip(axes_v, values[0], values[1], steps_v, strict=True):
-        index[axis] = slice(_clamp(int(start)), _clamp(int(end)), int(step))
-    return [data[tuple(index)]]
+    count = len(values[0])
+    axes_v = values[2] if axes is not None else list(range(count))
+    return [_static_slice(data, axes_v, values[0], values[1], values[3] if steps is not None else [1] * count)]
+
+
+def _static_slice(data: tf.Tensor, axes: list[int], starts: list, ends: list, steps: list) -> tf.Tensor:
+    index = [slice(None)] * data.shape.rank
+    for axis, start, end, step in zip(axes, starts, ends, steps, strict=True):
+        index[axis % data.shape.rank] = slice(_clamp(int(start)), _clamp(int(end)), int(step))
+    return data[tuple(index)]
 
 
 def _dynamic_slice(data, starts, ends, axes, steps):
+    # tf.strided_slice clamps out-of-range starts/ends like Python (and ONNX) slicing, also for negative steps.
     rank = data.shape.rank
+    sliced = _int_list(axes) if axes is not None else list(range(starts.shape[0] or rank))
     count = tf.shape(starts)[0]
     axes = tf.range(count, dtype=tf.int64) if axes is None else tf.math.floormod(tf.cast(axes, tf.int64), rank)
     steps = tf.ones([count], tf.int64) if steps is None else tf.cast(steps, tf.int64)
@@ -88,14 +162,31 @@ def _dynamic_slice(data, starts, ends, axes, steps):
     begin = tf.tensor_scatter_nd_update(tf.zeros([rank], tf.int64), where, tf.cast(starts, tf.int64))
     end = tf.tensor_scatter_nd_update(tf.shape(data, tf.int64), where, tf.cast(ends, tf.int64))
     stride = tf.tensor_scatter_nd_update(tf.ones([rank], tf.int64), where, steps)
-    return tf.strided_slice(data, begin, end, stride)
+    out = tf.strided_slice(data, begin, end, stride)
+    # TF infers no rank from run-time begin/end; the dimensions of axes that are not sliced stay as they are.
+    dims = data.shape.as_list() if sliced is not None else [None] * rank
+    for axis in sliced or []:
+        dims[axis % rank] = None
+    out.set_shape(dims)
+    return out
 
 
 @op("Split")
 def _split(node, x):
-    data, sizes = x[0], (x[1] if len(x) > 1 else None)
-    sizes = node.attr("split") or (ints(sizes, "Split sizes") if sizes is not None else None)
-    return list(tf.split(data, sizes or len(node.proto.output), axis=node.attr("axis", 0)))
+    data, axis = x[0], node.attr("axis", 0) % x[0].shape.rank
+    given = x[1] if len(x) > 1 else None
+    count = node.attr("num_outputs") or len(node.proto.output)
+    sizes = node.attr("split") or (_int_list(given) if given is not None else None)
+    if sizes is None and given is not None:
+        return list(tf.split(data, tf.cast(given, tf.int64), num=given.shape[0], axis=axis))
+    if sizes is None:
+        # ONNX: ceil(dim / count) per output, the last one taking what remains.
+        dim = _dims(data)[axis]
+        chunk = -(-dim // count) if isinstance(dim, int) else (dim + count - 1) // count
+        sizes = [chunk] * (count - 1) + [dim - chunk * (count - 1)]
+        if not isinstance(dim, int):
+            sizes = tf.stack(sizes)
+    return list(tf.split(data, sizes, num=len(sizes) if isinstance(sizes, list) else count, axis=axis))
 
 
 @op("Expand")
@@ -106,7 +197,7 @@ def _expand(node, x):
 
 @op("Tile")
 def _tile(node, x):
-    return [tf.tile(x[0], x[1])]
+    return [tf.tile(x[0], tf.cast(x[1], tf.int64))]
 
 
 @op("Shape")
@@ -124,8 +215,61 @@ def _size(node, x):
 
 @op("Range")
 def _range(node, x):
-    if x[0].dtype == tf.float16:
-        # TF 2.16 has no float16 Range: tf.range asserts on the dtype, and the raw op has no CPU kernel
-        # ("No OpKernel was registered to support Op 'Range' ... Tidx=DT_HALF"); count in float32.
-        return [tf.cast(tf.range(*(tf.cast(t, tf.float32) for t in x[:3])), tf.float16)]
+    dtype = x[0].dtype
+    if dtype not in (tf.int32, tf.int64, tf.float32, tf.float64):
+        # TF 2.16 has Range kernels for these four only (float16 has none on CPU: "No OpKernel was registered to
+        # support Op 'Range' ... Tidx=DT_HALF"); count in a wider type of the same kind.
+        wide = tf.float32 if dtype.is_floating else tf.int64
+        return [tf.cast(tf.range(*(tf.cast(t, wide) for t in x[:3])), dtype)]
     return [tf.range(x[0], x[1], x[2])]
+
+
+@op("DepthToSpace")
+def _depth_to_space(node, x):
+    size, (b, c, h, w) = node.attr("blocksize"), _dims(x[0])
+    depth = c // (size * size)
+    if node.attr("mode", b"DCR") == b"CRD":
+        split, perm = [b, depth, size, size, h, w], [0, 1, 4, 2, 5, 3]
+    else:
+        split, perm = [b, size, size, depth, h, w], [0, 3, 4, 1, 5, 2]
+    moved = tf.transpose(tf.reshape(x[0], _shape_of(split)), perm)
+    return [tf.reshape(moved, _shape_of([b, depth, h * size, w * size]))]
+
+
+@op("SpaceToDepth")
+def _space_to_depth(node, x):
+    size, (b, c, h, w) = node.attr("blocksize"), _dims(x[0])
+    split = tf.reshape(x[0], _shape_of([b, c, h // size, size, w // size, size]))
+    moved = tf.transpose(split, [0, 3, 5, 1, 2, 4])
+    return [tf.reshape(moved, _shape_of([b, c * size * size, h // size, w // size]))]
+
+
+def _shape_of(dims: list) -> tf.Tensor:
+    return tf.stack([tf.cast(d, tf.int64) for d in dims])
+
+
+@op("CenterCropPad")
+def _center_crop_pad(node, x):
+    data, target = x
+    rank = data.shape.rank
+    axes = [a % rank for a in (node.attr("axes") or range(rank))]
+    sizes = _int_list(target)
+    dims = tf.shape(data, tf.int64)
+    begin, size, pads = [0] * rank, [-1] * rank, [[0, 0]] * rank
+    for i, axis in enumerate(axes):
+        want = sizes[i] if sizes is not None else tf.cast(target[i], tf.int64)
+        dim = data.shape[axis] if data.shape[axis] is not None and sizes is not None else dims[axis]
+        # Crop (target < dim) or pad (target > dim) symmetrically, the odd element going to the end.
+        begin[axis], size[axis] = _max0(dim - want) // 2, _min(want, dim)
+        grow = _max0(want - dim)
+        pads[axis] = [grow // 2, grow - grow // 2]
+    cropped = tf.slice(data, _shape_of(begin), _shape_of(size))
+    return [tf.pad(cropped, tf.stack([_shape_of(p) for p in pads]))]
+
+
+def _max0(v: int | tf.Tensor) -> int | tf.Tensor:
+    return max(v, 0) if isinstance(v, int) else tf.maximum(v, tf.constant(0, tf.int64))
+
+
+def _min(a: int | tf.Tensor, b: int | tf.Tensor) -> int | tf.Tensor:
+    return min(a, b) if isinstance(a, int) and isinstance(b, int) else tf.minimum(a, b)

@@ -1,0 +1,153 @@
+"""Any ONNX file to a TF SavedModel (``torchtfx convert model.onnx OUT_DIR``), proved against onnxruntime.
+
+The SavedModel's ``serving_default`` signature takes the ONNX graph's inputs by name (a dimension the graph
+leaves symbolic stays unknown, so batch and sequence length are both free) and returns its outputs by name. The
+saved model is loaded back and run next to onnxruntime on the given inputs, or on random ones at two sizes of
+every symbolic dimension, and the largest difference per output is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import tensorflow as tf
+from onnx import TensorProto
+
+from torchtfx.components.converter import repairs
+from torchtfx.components.converter.ops.registry import DTYPES
+from torchtfx.components.converter.translator import ConversionError, OnnxGraphModule
+
+logger = logging.getLogger(__name__)
+
+SIGNATURE = "serving_default"
+# Sizes given to every symbolic dimension when no inputs are given: two, so that a size baked at export shows.
+RANDOM_DIM_SIZES = (3, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputParity:
+    name: str
+    max_abs_diff: float
+    max_rel_diff: float  # |diff| / max(|onnxruntime|, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConversionReport:
+    out_dir: str
+    repairs: tuple[str, ...]
+    parity: tuple[OutputParity, ...]  # the worst over every input set
+
+    @property
+    def max_rel_diff(self) -> float:
+        return max((p.max_rel_diff for p in self.parity), default=0.0)
+
+    def describe(self) -> str:
+        lines = [f"SavedModel written to {self.out_dir} (signature {SIGNATURE!r})"]
+        lines += [f"  parity vs onnxruntime, {p.name}: max |diff| {p.max_abs_diff:.3g}, relative {p.max_rel_diff:.3g}"
+                  for p in self.parity]  # fmt: skip
+        if self.repairs:
+            lines.append(f"  graph repairs: {', '.join(self.repairs)}")
+        return "\n".join(lines)
+
+
+def _signature_name(name: str) -> str:
+    """An ONNX value name as a TF signature key (letters, digits, ``_``; not starting with a digit)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_]", "_", name) or "input"
+    return cleaned if not cleaned[0].isdigit() else f"_{cleaned}"
+
+
+def _specs(graph: onnx.GraphProto, inputs: list[str]) -> list[tf.TensorSpec]:
+    by_name = {v.name: v for v in graph.input}
+    specs = []
+    for name in inputs:
+        tensor = by_name[name].type.tensor_type
+        if tensor.elem_type not in DTYPES:
+            raise ConversionError(f"input {name!r} has ONNX type {TensorProto.DataType.Name(tensor.elem_type)}, "
+                                  "which the converter does not take")  # fmt: skip
+        shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim] if tensor.HasField(
+            "shape") else None  # fmt: skip
+        specs.append(tf.TensorSpec(shape, DTYPES[tensor.elem_type], name=_signature_name(name)))
+    return specs
+
+
+class _Exported(tf.Module):
+    def __init__(self, network: OnnxGraphModule, outputs: list[str]) -> None:
+        super().__init__()
+        self.network, self.output_names = network, outputs
+
+
+def build(model: onnx.ModelProto, float16: bool = False) -> tuple[tf.Module, tuple[str, ...]]:
+    """The module to save, with its ``serving_default`` function, and the repairs that fired."""
+    model, fired = repairs.apply_graph_repairs(model)
+    network = OnnxGraphModule(model, compute_dtype=tf.float16 if float16 else tf.float32)
+    outputs = [o.name for o in model.graph.output]
+    module = _Exported(network, outputs)
+    specs = _specs(model.graph, network.input_names)
+    keys = [_signature_name(o) for o in outputs]
+
+    def serve(*args):
+        return dict(zip(keys, network(*args), strict=True))
+
+    module.serve = tf.function(serve, input_signature=specs, autograph=False)
+    return module, fired
+
+
+def convert(onnx_path: Path, out_dir: Path, inputs: dict[str, np.ndarray] | None = None, float16: bool = False,
+            seed: int = 0) -> ConversionReport:  # fmt: skip
+    """Write the SavedModel of ``onnx_path`` to ``out_dir`` and measure it against onnxruntime."""
+    model = onnx.load(str(onnx_path))
+    module, fired = build(model, float16)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tf.saved_model.save(module, str(out_dir), signatures={SIGNATURE: module.serve.get_concrete_function()})
+    feeds = [inputs] if inputs is not None else random_inputs(model, seed)
+    parity = _parity(onnx_path, str(out_dir), model, feeds)
+    report = ConversionReport(str(out_dir), fired, parity)
+    logger.info("%s", report.describe())
+    return report
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """One input set per size in :data:`RANDOM_DIM_SIZES` for every symbolic dimension; floats normal, ints in
+    [0, 2) (valid ids for any table), booleans at random."""
+    initializers = {t.name for t in model.graph.initializer}
+    rng = np.random.default_rng(seed)
+    sets = []
+    for size in RANDOM_DIM_SIZES:
+        feed = {}
+        for value in model.graph.input:
+            if value.name in initializers:
+                continue
+            tensor = value.type.tensor_type
+            shape = [d.dim_value if d.HasField("dim_value") else size for d in tensor.shape.dim]
+            dtype = DTYPES[tensor.elem_type].as_numpy_dtype
+            if np.issubdtype(dtype, np.floating):
+                feed[value.name] = rng.normal(size=shape).astype(dtype)
+            elif dtype == np.bool_:
+                feed[value.name] = rng.integers(0, 2, shape).astype(bool)
+            else:
+                feed[value.name] = rng.integers(0, 2, shape).astype(dtype)
+        sets.append(feed)
+    return sets
+
+
+def _parity(onnx_path: Path, saved: str, model: onnx.ModelProto, feeds: list[dict]) -> tuple[OutputParity, ...]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    serve = tf.saved_model.load(saved).signatures[SIGNATURE]
+    names = [o.name for o in model.graph.output]
+    worst = {n: (0.0, 0.0) for n in names}
+    for feed in feeds:
+        want = session.run(names, feed)
+        got = serve(**{_signature_name(k): tf.constant(v) for k, v in feed.items()})
+        for name, expected in zip(names, want, strict=True):
+            actual = got[_signature_name(name)].numpy()
+            diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64)) if expected.size else np.zeros(1)
+            rel = diff / np.maximum(np.abs(expected.astype(np.float64)), 1.0) if expected.size else diff
+            worst[name] = (max(worst[name][0], float(np.max(diff))), max(worst[name][1], float(np.max(rel))))
+    return tuple(OutputParity(n, *worst[n]) for n in names)
