@@ -19,13 +19,14 @@ PYTHON310 := $(shell for p in "$$(command -v python3.10)" "$$(pyenv which python
   $(PYENV_DIR)/versions/3.10*/bin/python3.10; do \
   [ -n "$$p" ] && "$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null && { echo "$$p"; break; }; done)
 
-.PHONY: help venv run test test-faults test-unit test-e2e bench lint format compile image draft-schema clean
+.PHONY: help venv run test test-faults test-unit test-e2e conformance bench lint format compile image draft-schema clean
 
 help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
 	@echo "make test-faults - long fault-injection runs (pipeline killed, MLflow unreachable)"
 	@echo "make bench  - the seven benchmarks (reference, serving, scale, input_path, ddp, zoo, evaluator) (bench/results/*.json, README.md, plots); BENCH_ARGS='--only serving'"
+	@echo "make conformance - ONNX's backend tests through the converter (CONFORMANCE_ARGS='--markdown FILE')"
 	@echo "make lint   - ruff check + format check"
 	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
 	@echo "make image  - docker build the Kubeflow step image (IMAGE=...)"
@@ -40,12 +41,12 @@ $(PY):
 # The stack takes about 8.8 GiB in .venv (the CUDA build of torch with its nvidia-* libraries 5.4 GiB,
 # tensorflow 1.7 GiB), and pip holds every downloaded wheel until its install ends. Installing torch
 # first, then the rest, frees torch's 3.5 GiB of wheels before the second download starts.
-$(STAMP): $(PY) constraints.txt requirements.in setup.py
+$(STAMP): $(PY) constraints.txt requirements.in requirements-research.in setup.py
 	@free_kib=$$(df -Pk "$(VENV)" | awk 'NR==2 {print $$4}'); if [ "$$free_kib" -lt 12582912 ]; then \
 	  echo "warning: $$((free_kib / 1048576)) GiB free on the disk of $(VENV); installing the pinned stack needs about 12 GiB (8.8 GiB stay)." >&2; fi
 	$(PY) -m pip install --quiet --upgrade "pip==24.3.1"
 	$(PY) -m pip install --quiet --no-cache-dir "torch==$$(sed -n 's/^torch==//p' constraints.txt)" -c constraints.txt
-	$(PY) -m pip install --quiet --no-cache-dir -r requirements.in -c constraints.txt
+	$(PY) -m pip install --quiet --no-cache-dir -r requirements.in -r requirements-research.in -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation --use-pep517 -e .
 	$(PY) -m pip check
 	touch $(STAMP)
@@ -66,6 +67,12 @@ test-unit: $(STAMP)
 
 test-e2e: $(STAMP)
 	$(PYTEST) -m "e2e and not faults" $(PYTEST_ARGS)
+
+# ONNX's own backend tests (shipped in the onnx wheel) through the converter: per-suite and per-operator figures;
+# fails when a target is missed or a test fails for a reason not in conformance.KNOWN_DIFFERENCES.
+CONFORMANCE_ARGS ?=
+conformance: $(STAMP)
+	$(PY) -m torchtfx.components.converter conformance --check $(CONFORMANCE_ARGS)
 
 BENCH_ARGS ?=
 bench: $(STAMP)

@@ -2,8 +2,7 @@
 
 - ``batch_constants`` (at export, :func:`derive_batch_constants`): shape constants that the legacy
   exporter baked from the trace batch (``len(x)`` in a ``reshape``) become ``Shape(input)[0] * k``.
-- ``gather_elements`` (before conversion, :data:`GRAPH_REPAIRS`): ``GatherElements`` (``torch.gather``)
-  becomes a ``Gather`` on the flattened data with computed flat indices, ops the translator has.
+- before conversion, :data:`GRAPH_REPAIRS` (none today).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from onnx import helper, numpy_helper
 logger = logging.getLogger(__name__)
 
 BATCH_CONSTANTS = "batch_constants"
-GATHER_ELEMENTS = "gather_elements"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,69 +121,9 @@ def derive_batch_constants(
     return model, len(multiples)
 
 
-# -- gather_elements ------------------------------------------------------------------------------------------
-def _static_shape(model: onnx.ModelProto, name: str) -> list[int | None] | None:
-    for info in (*model.graph.value_info, *model.graph.input, *model.graph.output):
-        if info.name == name and info.type.tensor_type.HasField("shape"):
-            return [d.dim_value if d.HasField("dim_value") else None for d in info.type.tensor_type.shape.dim]
-    return None
-
-
-def _gather_elements_nodes(names: _Names, node, data_shape: list[int | None], index_rank: int) -> list:
-    """GatherElements(data, indices, axis) as Gather(flatten(data), sum_d coord_d * stride_d)."""
-    data, indices = node.input
-    rank = len(data_shape)
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % rank
-    nodes: list = []
-    i64 = lambda v: _const(names, nodes, np.array(v, np.int64))  # noqa: E731
-    index_shape = _node(names, nodes, "Shape", [indices])
-    # Negative indices count from the end of the gathered axis, as in GatherElements.
-    axis_size = (
-        i64(data_shape[axis])
-        if data_shape[axis]
-        else _node(names, nodes, "Gather", [_node(names, nodes, "Shape", [data]), i64(axis)])
-    )
-    wrapped = _node(names, nodes, "Add", [indices, axis_size])
-    negative = _node(names, nodes, "Less", [indices, i64(0)])
-    flat = None
-    for d in range(rank):
-        if d == axis:
-            coord = _node(names, nodes, "Where", [negative, wrapped, indices])
-        else:
-            size = _node(names, nodes, "Gather", [index_shape, i64(d)])
-            steps = _node(names, nodes, "Range", [i64(0), size, i64(1)])
-            coord = _node(names, nodes, "Reshape", [steps, i64([-1 if j == d else 1 for j in range(index_rank)])])
-        stride = int(np.prod(data_shape[d + 1 :], dtype=np.int64))
-        term = coord if stride == 1 else _node(names, nodes, "Mul", [coord, i64(stride)])
-        flat = term if flat is None else _node(names, nodes, "Add", [flat, term])
-    flat_data = _node(names, nodes, "Reshape", [data, i64([-1])])
-    _node(names, nodes, "Gather", [flat_data, flat], output=node.output[0], axis=0)
-    return nodes
-
-
-def rewrite_gather_elements(model: onnx.ModelProto) -> int:
-    targets = [n for n in model.graph.node if n.op_type == "GatherElements"]
-    if not targets:
-        return 0
-    inferred = onnx.shape_inference.infer_shapes(model)
-    names, rewritten, new_nodes = _Names(model.graph, GATHER_ELEMENTS), 0, []
-    for node in model.graph.node:
-        data_shape = _static_shape(inferred, node.input[0]) if node.op_type == "GatherElements" else None
-        # The strides need the data's trailing dimensions; a leading (batch) dimension may be dynamic.
-        if node.op_type != "GatherElements" or data_shape is None or None in data_shape[1:]:
-            new_nodes.append(node)
-            continue
-        new_nodes += _gather_elements_nodes(names, node, data_shape, len(data_shape))
-        rewritten += 1
-        logger.info("repair %s: node %s rewritten into Gather on flat indices", GATHER_ELEMENTS, node.name)
-    del model.graph.node[:]
-    model.graph.node.extend(new_nodes)
-    return rewritten
-
-
-GRAPH_REPAIRS = (
-    Repair(GATHER_ELEMENTS, "GatherElements (torch.gather) into Gather on flattened data", rewrite_gather_elements),
-)
+# Repairs applied to every graph before conversion. Empty since the translator has GatherElements by ONNX's
+# semantics (the former gather_elements rewrite into a flat Gather needed static trailing dimensions).
+GRAPH_REPAIRS: tuple[Repair, ...] = ()
 
 
 def apply_graph_repairs(model: onnx.ModelProto) -> tuple[onnx.ModelProto, tuple[str, ...]]:

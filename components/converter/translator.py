@@ -49,14 +49,22 @@ class UnsupportedOpsError(ConversionError):
 
 
 def unsupported_ops(model: onnx.ModelProto) -> dict[str, list[str]]:
-    """Op type -> names of the nodes the translator has no handler for."""
+    """Op type -> names of the nodes the translator has no handler for, in subgraphs (If/Loop/Scan bodies) too."""
     found: dict[str, list[str]] = {}
-    for node in model.graph.node:
+    for node in _all_nodes(model.graph):
         if node.op_type not in OPS or node.domain not in ("", "ai.onnx"):
             found.setdefault(node.op_type if not node.domain else f"{node.domain}.{node.op_type}", []).append(
                 node.name or node.output[0]
             )
     return found
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            for sub in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
+                yield from _all_nodes(sub)
 
 
 def _static_scalar(name: str, constants: dict[str, np.ndarray]) -> int | None:
@@ -201,6 +209,17 @@ def _fused_concat(concat: onnx.NodeProto, start: int, lookups: list[tuple[str, i
     )  # fmt: skip
 
 
+# Float inputs that are sizes, not data: (op, input position). They stay float32 in a float16 network, where a
+# scale of 1/3 would round to 0.33325 and floor(3 * scale) give an output size of 0.
+_SIZE_INPUTS = {("Resize", 2), ("Upsample", 1)}
+
+
+def _exact_float_inputs(graph: onnx.GraphProto) -> set[str]:
+    """Names of the constants and initializers a float16 network must keep in float32 (:data:`_SIZE_INPUTS`)."""
+    return {name for node in graph.node for position, name in enumerate(node.input)
+            if name and (node.op_type, position) in _SIZE_INPUTS}  # fmt: skip
+
+
 class OnnxGraphModule(tf.Module):
     """``module(dense, categorical) -> [outputs...]`` computing the ONNX graph, inputs in graph order.
 
@@ -223,8 +242,10 @@ class OnnxGraphModule(tf.Module):
             raise ValueError(f"compute_dtype {self._float.name} is not float32 or float16")
         graph = model.graph
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
-        self._nodes = [Node(n, self._float, opset) for n in graph.node]
-        initializers = {t.name: self._in_compute_dtype(numpy_helper.to_array(t)) for t in graph.initializer}
+        exact = _exact_float_inputs(graph)
+        self._nodes = [Node(n, tf.float32 if set(n.output) & exact else self._float, opset) for n in graph.node]
+        initializers = {t.name: numpy_helper.to_array(t) if t.name in exact else
+                        self._in_compute_dtype(numpy_helper.to_array(t)) for t in graph.initializer}  # fmt: skip
         self._inputs = [i.name for i in graph.input if i.name not in initializers]
         self._outputs = [o.name for o in graph.output]
         # Declared float32 in the graph: cast on entry and exit (a float16 network only).

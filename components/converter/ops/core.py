@@ -1,23 +1,40 @@
-"""The core of a network: matrix products, normalization, softmax, constants (opset 13-17 as torch exports them)."""
+"""The core of a network: matrix products, softmax, dropout, constants (normalization: :mod:`.normalization`)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
 from onnx import numpy_helper
 
-from torchtfx.components.converter.ops.registry import op
+from torchtfx.components.converter.ops.registry import op, static
 
 
-@op("Dropout")
-def _dropout(node, x):
-    return [x[0], tf.ones_like(x[0], tf.bool)]
+def _hardmax(x: tf.Tensor, axis: int) -> tf.Tensor:
+    # tf.argmax picks the first of equal maxima, as ONNX's Hardmax does.
+    return tf.one_hot(tf.argmax(x, axis), tf.shape(x)[axis], axis=axis, dtype=x.dtype)
 
 
-@op("Softmax", "LogSoftmax")
+_SOFTMAX: dict[str, Callable[[tf.Tensor, int], tf.Tensor]] = {
+    "Softmax": lambda x, axis: tf.nn.softmax(x, axis=axis),
+    "LogSoftmax": lambda x, axis: tf.nn.log_softmax(x, axis=axis),
+    "Hardmax": _hardmax,
+}
+
+
+@op("Softmax", "LogSoftmax", "Hardmax")
 def _softmax(node, x):
-    fn = tf.nn.softmax if node.op_type == "Softmax" else tf.nn.log_softmax
-    return [fn(x[0], axis=node.attr("axis", -1))]
+    data, fn = x[0], _SOFTMAX[node.op_type]
+    rank = data.shape.rank
+    axis = node.attr("axis", -1 if node.opset >= 13 else 1) % max(rank, 1)
+    if node.opset >= 13 or axis == rank - 1:
+        return [fn(data, axis)]
+    # Before opset 13 the input is coerced to 2-D, [prod(shape[:axis]), prod(shape[axis:])], and the op runs
+    # along its rows: over all of the axes from `axis` on at once.
+    shape = tf.shape(data)
+    rows = tf.reshape(data, tf.stack([tf.reduce_prod(shape[:axis]), tf.reduce_prod(shape[axis:])]))
+    return [tf.reshape(fn(rows, 1), shape)]
 
 
 @op("Gemm")
@@ -26,17 +43,25 @@ def _gemm(node, x):
     y = tf.matmul(a, b, transpose_a=bool(node.attr("transA", 0)), transpose_b=bool(node.attr("transB", 0)))
     alpha, beta = node.attr("alpha", 1.0), node.attr("beta", 1.0)
     y = y if alpha == 1.0 else alpha * y
-    return [y if c is None else y + (c if beta == 1.0 else beta * c)]
+    if c is None:
+        return [y]
+    if c.shape.rank == 2 and c.shape[0] == 1:
+        # A [1, N] bias is a row vector: as [N] it broadcasts the same, and TF's remapper, which fuses
+        # MatMul + Add into _FusedMatMul's BiasAdd, then does not fail with 'bias must be 1-dimensional'.
+        c = tf.reshape(c, [-1])
+    return [y + (c if beta == 1.0 else beta * c)]
 
 
 @op("MatMul")
 def _matmul(node, x):
     a, b = x
+    if a.shape.rank == 1 and b.shape.rank == 1:
+        return [tf.reduce_sum(a * b)]
     if a.shape.rank == 1:
         return [tf.squeeze(tf.matmul(a[None, :], b), -2)]
     if b.shape.rank == 1:
         return [tf.squeeze(tf.matmul(a, b[:, None]), -1)]
-    return [tf.matmul(a, b)]
+    return [tf.matmul(a, b)]  # batch dims broadcast as numpy's
 
 
 @op("Einsum")
@@ -45,24 +70,23 @@ def _einsum(node, x):
     return [tf.einsum((equation.decode() if isinstance(equation, bytes) else equation).replace(" ", ""), *x)]
 
 
-@op("LayerNormalization")
-def _layer_norm(node, x):
-    data, scale, bias = ([*x, None])[:3]
-    axis = node.attr("axis", -1) % data.shape.rank
-    axes = list(range(axis, data.shape.rank))
-    mean = tf.reduce_mean(data, axes, keepdims=True)
-    centered = data - mean
-    inv_std = tf.math.rsqrt(tf.reduce_mean(tf.square(centered), axes, keepdims=True) + node.attr("epsilon", 1e-5))
-    y = centered * inv_std * scale
-    return [y if bias is None else y + bias, mean, inv_std]
-
-
-@op("BatchNormalization")
-def _batch_norm(node, x):
-    data, scale, bias, mean, var = x[:5]
-    shape = [-1] + [1] * (data.shape.rank - 2)  # parameters run along axis 1 (channels)
-    factor = tf.reshape(scale * tf.math.rsqrt(var + node.attr("epsilon", 1e-5)), shape)
-    return [(data - tf.reshape(mean, shape)) * factor + tf.reshape(bias, shape)]
+@op("Dropout")
+def _dropout(node, x):
+    data = x[0]
+    if node.opset < 10:  # the mask had the data's type before opset 10
+        return [data, tf.ones_like(data)]
+    ratio, training = ([*x, None, None])[1:3]
+    known = static(training)
+    if training is None or (known is not None and not known.any()):  # inference: the identity
+        return [data, tf.ones_like(data, tf.bool)]
+    ratio = node.constant(np.float32(0.5)) if ratio is None else ratio
+    ratio = tf.cast(ratio, data.dtype)
+    training = tf.cast(tf.reshape(training, []), tf.bool)
+    seed = node.attr("seed")
+    drawn = tf.random.uniform(tf.shape(data), dtype=data.dtype, seed=seed)
+    mask = tf.logical_or(tf.logical_not(training), drawn >= ratio)
+    scale = tf.where(training, 1 / (1 - ratio), tf.ones_like(ratio))
+    return [tf.where(mask, data * scale, tf.zeros_like(data)), mask]
 
 
 @op("ConstantOfShape")
@@ -72,12 +96,28 @@ def _constant_of_shape(node, x):
     return [tf.fill(tf.cast(x[0], tf.int64), node.constant(np.asarray(fill)))]
 
 
+_LIST_VALUES = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+                "value_ints": np.int64, "value_string": np.object_, "value_strings": np.object_}  # fmt: skip
+
+
 @op("Constant")
 def _constant(node, x):
     if "value" in node.attrs:
-        return [node.constant(numpy_helper.to_array(node.proto.attribute[0].t))]
-    for key, dtype in (("value_float", np.float32), ("value_floats", np.float32), ("value_int", np.int64),
-                       ("value_ints", np.int64)):  # fmt: skip
+        return [node.constant(numpy_helper.to_array(node.attrs["value"]))]
+    if "sparse_value" in node.attrs:
+        return [node.constant(_dense(node.attrs["sparse_value"]))]
+    for key, dtype in _LIST_VALUES.items():
         if key in node.attrs:
             return [node.constant(np.array(node.attrs[key], dtype))]
     raise ValueError(f"Constant without a supported value attribute: {sorted(node.attrs)}")
+
+
+def _dense(sparse) -> np.ndarray:
+    """A SparseTensorProto as a numpy array: its indices are [NNZ] linear or [NNZ, rank] coordinates."""
+    values, indices = numpy_helper.to_array(sparse.values), numpy_helper.to_array(sparse.indices)
+    dense = np.zeros(tuple(sparse.dims), values.dtype)
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense

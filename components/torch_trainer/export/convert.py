@@ -141,9 +141,9 @@ def convert_onnx(onnx_path: Path, work_dir: Path) -> Conversion:
     try:
         return Conversion(shard_rows(run_onnx2tf(repaired_path, work_dir), model), "onnx2tf", fired)
     except ConversionError as err:
-        tried = ", ".join(fired) if fired else f"none fired (known: {', '.join(r.name for r in repairs.GRAPH_REPAIRS)})"
+        tried = f" Repairs: {', '.join(fired)}." if fired else ""
         raise ConversionError(
-            f"the model could not be converted to TensorFlow. {UnsupportedOpsError(missing)}. Repairs: {tried}. "
+            f"the model could not be converted to TensorFlow. {UnsupportedOpsError(missing)}.{tried} "
             f"Fallback {err}. Rewrite those parts of the model with supported ops (README: Bring your own model)."
         ) from None
 
