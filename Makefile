@@ -41,7 +41,7 @@ $(PY):
 # The stack takes about 8.8 GiB in .venv (the CUDA build of torch with its nvidia-* libraries 5.4 GiB,
 # tensorflow 1.7 GiB), and pip holds every downloaded wheel until its install ends. Installing torch
 # first, then the rest, frees torch's 3.5 GiB of wheels before the second download starts.
-$(STAMP): $(PY) constraints.txt requirements.in requirements-research.in setup.py
+$(STAMP): $(PY) constraints.txt requirements.in requirements-research.in requirements-dynamo.txt setup.py
 	@free_kib=$$(df -Pk "$(VENV)" | awk 'NR==2 {print $$4}'); if [ "$$free_kib" -lt 12582912 ]; then \
 	  echo "warning: $$((free_kib / 1048576)) GiB free on the disk of $(VENV); installing the pinned stack needs about 12 GiB (8.8 GiB stay)." >&2; fi
 	$(PY) -m pip install --quiet --upgrade "pip==24.3.1"
@@ -49,6 +49,8 @@ $(STAMP): $(PY) constraints.txt requirements.in requirements-research.in setup.p
 	$(PY) -m pip install --quiet --no-cache-dir -r requirements.in -r requirements-research.in -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation --use-pep517 -e .
 	$(PY) -m pip check
+	rm -rf $(VENV)/dynamo-exporter
+	$(PY) -m pip install --quiet --no-cache-dir --no-deps --target $(VENV)/dynamo-exporter -r requirements-dynamo.txt
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -164,7 +164,8 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     tick = time.perf_counter()
     conversion = convert_onnx(export_dir / contracts.ONNX_FILE, Path(request.work_dir) / "onnx2tf")
     repaired = (*result.export_repairs, *conversion.repairs)
-    converted = f"{conversion.strategy}; repairs: {', '.join(repaired) or 'none'}"
+    converted = f"{conversion.strategy}; repairs: {', '.join(repaired) or 'none'}; exporter: {result.exporter}"
+    converted += f"; symbolics: {', '.join(result.export_symbolics)}" if result.export_symbolics else ""
     logger.info("ONNX -> TF: %s", converted)
     build_serving_model(conversion.network, tft_output, request.dataset, layout, Path(request.serving_dir))
     seconds["convert"] = time.perf_counter() - tick

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import subprocess
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from torch import nn
 
 from torchtfx.components.converter import repairs
 from torchtfx.components.torch_trainer.export import symbolics
+from torchtfx.components.torch_trainer.export.dynamo_export import DynamoExportError, ModelRecipe, export_with_dynamo
 from torchtfx.components.torch_trainer.export.export_failure import explain, quiet_exporter
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, prediction_output
 from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
@@ -57,6 +59,7 @@ class ExportReport:
     repairs: tuple[str, ...]  # names of the repairs that fired on the exported graph
     verified_batches: tuple[int, ...]
     symbolics: tuple[str, ...] = ()  # torch ops written by torchtfx's own symbolic functions
+    exporter: str = "legacy"  # or "dynamo": torch.export, where the legacy exporter failed
 
 
 def _sample(split: ArraySplit, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -130,14 +133,21 @@ def _scaled_diff(want: np.ndarray, got: np.ndarray) -> float:
     return float(np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))) if want.size else 0.0
 
 
-def export_onnx(head: nn.Module, split: ArraySplit, path: Path) -> ExportReport:
-    """Export ``head`` (the network with its export head) to ``path``, verified at several batch sizes."""
+def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRecipe | None = None) -> ExportReport:
+    """Export ``head`` (the network with its export head) to ``path``, verified at several batch sizes; where
+    the legacy exporter fails and ``recipe`` can rebuild the network, the dynamo exporter is tried."""
     head = head.eval().cpu()
     varying = find_nondeterminism(head, _sample(split, VERIFY_BATCHES[-1]))
     if varying is not None:
         raise ExportError(varying.describe(type(head.model).__name__))
     used: dict[str, int] = {}
-    graph = _trace(head, split, TRACE_BATCH, used)
+    try:
+        graph = _trace(head, split, TRACE_BATCH, used)
+    except ExportError as legacy:
+        if recipe is None:
+            raise
+        graph = _dynamo_graph(recipe, head, legacy)
+        return _finish(graph, head, split, path, ExportReport((), VERIFY_BATCHES, (), "dynamo"))
     fired: list[str] = []
     failures = batch_failures(graph, head, split)
     if failures:
@@ -152,9 +162,30 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path) -> ExportReport:
                 "the batch size as a Python number (len(x), int(x.shape[0])) in a way the batch_constants repair "
                 f"could not undo ({count} constants rewritten); use x.shape[0] or reshape with -1 instead."
             )
+    return _finish(graph, head, split, path, ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used))))
+
+
+def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, legacy: ExportError) -> onnx.ModelProto:
+    logger.warning("The legacy exporter failed (%s); trying the dynamo exporter", legacy)
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            export_with_dynamo(recipe, head.model, TRACE_BATCH, Path(tmp) / "dynamo.onnx")
+        except (DynamoExportError, subprocess.TimeoutExpired) as err:
+            raise ExportError(f"{legacy} The dynamo exporter failed too: {err}") from None
+        return onnx.load(str(Path(tmp) / "dynamo.onnx"))
+
+
+def _finish(
+    graph: onnx.ModelProto, head: nn.Module, split: ArraySplit, path: Path, report: ExportReport
+) -> ExportReport:
+    """Save ``graph`` once it runs at every verification batch (the dynamo graph is checked here too)."""
+    if report.exporter != "legacy":
+        failures = batch_failures(graph, head, split)
+        if failures:
+            raise ExportError(f"the {report.exporter} exporter's graph does not match PyTorch: {failures}")
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(graph, str(path))
-    return ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used)))
+    return report
 
 
 _CHECK_BATCH = 65536

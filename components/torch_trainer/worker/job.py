@@ -57,6 +57,8 @@ class TrainResult:
     onnx_max_abs_diff: float
     mlflow_run_id: str | None
     export_repairs: list[str] = dataclasses.field(default_factory=list)  # repairs the ONNX export needed
+    exporter: str = "legacy"  # "dynamo" where the legacy exporter failed
+    export_symbolics: list[str] = dataclasses.field(default_factory=list)  # torchtfx symbolics the export used
 
     @property
     def eval_auc(self) -> float | None:

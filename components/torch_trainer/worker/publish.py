@@ -12,6 +12,7 @@ from torch import nn
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
+from torchtfx.components.torch_trainer.export.dynamo_export import ModelRecipe
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
@@ -71,7 +72,8 @@ def publish(
     eval_split = ArraySplit.load(Path(job.data_dir) / "eval")
     onnx_path = model_dir / contracts.ONNX_FILE
     head = ExportHead.for_layout(net, job.layout).eval()
-    export = export_onnx(head, eval_split, onnx_path)
+    recipe = ModelRecipe(job.hparams.model, job.layout.model_spec(), job.layout.task, job.layout.log1p_target)
+    export = export_onnx(head, eval_split, onnx_path, recipe)
     onnx_diff = check_onnx(head, onnx_path, eval_split)
     history_path = run_dir / contracts.HISTORY_FILE
     history_path.write_text(json.dumps(training.history, indent=2))
@@ -91,6 +93,8 @@ def publish(
         examples_per_second=training.examples_per_second,
         onnx_max_abs_diff=onnx_diff,
         export_repairs=list(export.repairs),
+        exporter=export.exporter,
+        export_symbolics=list(export.symbolics),
         mlflow_run_id=tracker.run_id if tracker else None,
     )
     if tracker is not None:

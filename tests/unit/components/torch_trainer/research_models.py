@@ -79,3 +79,21 @@ def aux_loss_mixture(spec: ModelSpec, aux_weight: float = 1.0) -> nn.Module:
 
 def noisy_routing(spec: ModelSpec) -> nn.Module:
     return NoisyRouting(spec)
+
+
+class MedianCentered(nn.Module):
+    """Each row's features centred on their median (``torch.quantile``): the legacy exporter has no
+    ``aten::quantile``; torch.export's exporter writes it (TopK, GatherElements, ...)."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.tables, width = embedding_tables(spec, 4)
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
+        x = embed_and_concat(self.tables, dense, categorical)
+        return self.head(x - torch.quantile(x, 0.5, dim=1, keepdim=True)).squeeze(1)
+
+
+def median_centered(spec: ModelSpec) -> nn.Module:
+    return MedianCentered(spec)

@@ -6,15 +6,22 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+import tensorflow as tf
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.export import symbolics
+from torchtfx.components.converter.translator import OnnxGraphModule
+from torchtfx.components.torch_trainer.export import dynamo_export, symbolics
+from torchtfx.components.torch_trainer.export.dynamo_export import ModelRecipe
 from torchtfx.components.torch_trainer.export.onnx_export import ExportError, export_onnx
+from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.data.config.model import ModelConfig
 
 # One call of each entry's torch op on a [batch, 6] float input; every entry of the registry is here.
 CALLS = {
@@ -158,3 +165,32 @@ def test_an_unexportable_op_names_the_op_module_and_source_line_without_a_graph_
     captured = capfd.readouterr()
     assert "graph(" not in captured.err and "Torch IR graph" not in captured.err
     assert not (tmp_path / "m.onnx").exists()
+
+
+RESEARCH = "tests.unit.components.torch_trainer.research_models"
+
+
+def test_where_the_legacy_exporter_fails_the_dynamo_exporter_runs_in_its_own_process(tmp_path):
+    spec = ModelSpec(("a", "b", "c", "d", "e", "f"), ("x", "y"), (3, 3))
+    config = ModelConfig(factory=f"{RESEARCH}:median_centered")
+    head = ExportHead(build_model(config, spec), "binary").eval()
+    with pytest.raises(ExportError, match=r"aten::quantile.*module model \(MedianCentered\)"):
+        export_onnx(head, _split(), tmp_path / "legacy.onnx")  # no recipe: nothing can rebuild the model
+    report = export_onnx(head, _split(), tmp_path / "m.onnx", ModelRecipe(config, spec, "binary"))
+    assert report.exporter == "dynamo"
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    assert {"TopK", "GatherElements"} & {n.op_type for n in model.graph.node}
+    split = _split(11)
+    got = OnnxGraphModule(model)(tf.constant(split.dense), tf.constant(split.categorical))[0].numpy()
+    with torch.no_grad():
+        want = head(torch.from_numpy(split.dense), torch.from_numpy(split.categorical)).numpy()
+    np.testing.assert_allclose(got.reshape(want.shape), want, atol=1e-5)
+
+
+def test_without_its_packages_the_dynamo_route_says_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv(dynamo_export.PACKAGES_ENV, str(tmp_path / "nowhere"))
+    spec = ModelSpec(("a", "b", "c", "d", "e", "f"), ("x", "y"), (3, 3))
+    config = ModelConfig(factory=f"{RESEARCH}:median_centered")
+    head = ExportHead(build_model(config, spec), "binary").eval()
+    with pytest.raises(ExportError, match=r"aten::quantile.*dynamo exporter failed too: .*not installed"):
+        export_onnx(head, _split(), tmp_path / "m.onnx", ModelRecipe(config, spec, "binary"))

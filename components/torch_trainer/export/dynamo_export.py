@@ -1,0 +1,102 @@
+"""The ``torch.export`` (dynamo) ONNX exporter, in a process of its own, where the legacy exporter fails.
+
+The dynamo exporter needs onnxscript and onnx-ir, and onnx-ir needs ml_dtypes >= 0.5 (``float8_e8m0fnu``), while
+TF 2.16 pins ml_dtypes ~= 0.3: measured, onnxscript 0.4.0 with onnx-ir 0.1.9 (the last without the >= 0.5 pin)
+still fails to import on ml_dtypes 0.3.2 (``AttributeError: module 'ml_dtypes' has no attribute
+'float8_e8m0fnu'``). So those three packages live in a folder of their own (``make`` installs
+``requirements-dynamo.txt`` into ``<venv>/dynamo-exporter`` with ``pip --target``), and only a child process that
+imports torch and never TensorFlow puts it first on its path. The child rebuilds the model from the same factory
+and hyperparameters the Trainer used and loads the trained weights with ``torch.load(weights_only=True)``: no
+pickled module crosses the process boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, prediction_output
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.data.config.model import ModelConfig
+
+logger = logging.getLogger(__name__)
+
+DYNAMO_OPSET = 18  # the dynamo exporter's lowest
+PACKAGES_ENV = "TORCHTFX_DYNAMO_PACKAGES"  # overrides the folder of the exporter's own packages
+_TIMEOUT_SECONDS = 900
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelRecipe:
+    """What rebuilds the trained network in another process: the factory, its spec and the head's settings."""
+
+    config: ModelConfig
+    spec: ModelSpec
+    task: str
+    log1p_target: bool = False
+
+
+class DynamoExportError(RuntimeError):
+    """The dynamo exporter is not installed, or it failed too."""
+
+
+def packages_dir() -> Path:
+    return Path(os.environ.get(PACKAGES_ENV) or Path(sys.prefix) / "dynamo-exporter")
+
+
+def available() -> bool:
+    return (packages_dir() / "onnxscript").is_dir()
+
+
+def export_with_dynamo(recipe: ModelRecipe, model: nn.Module, trace_batch: int, path: Path) -> None:
+    """Export ``model`` (``recipe``'s network, trained) to ``path`` with the dynamo exporter, batch dynamic."""
+    if not available():
+        raise DynamoExportError(f"the dynamo exporter's packages are not installed in {packages_dir()} (make venv "
+                                f"installs them; or set {PACKAGES_ENV})")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        weights, request = Path(tmp) / "weights.pt", Path(tmp) / "request.json"
+        torch.save(model.state_dict(), weights)
+        request.write_text(json.dumps({
+            "config": recipe.config.model_dump(), "spec": dataclasses.asdict(recipe.spec), "task": recipe.task,
+            "log1p_target": recipe.log1p_target, "weights": str(weights), "out": str(path), "batch": trace_batch,
+        }))  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(packages_dir()), *sys.path]))}
+        done = subprocess.run([sys.executable, "-m", __name__, str(request)], capture_output=True, text=True,
+                              env=env, timeout=_TIMEOUT_SECONDS)  # fmt: skip
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        raise DynamoExportError(lines[-1][:400] if lines else f"exit code {done.returncode}")
+    logger.info("Exported with the dynamo exporter (torch.export, opset %s) in its own process", DYNAMO_OPSET)
+
+
+def _child(request_path: str) -> None:
+    """The child process: rebuild, load the weights, export with dynamo=True."""
+    from torchtfx.components.torch_trainer.modeling.factory import build_model
+    from torchtfx.components.torch_trainer.modeling.heads import ExportHead
+
+    request = json.loads(Path(request_path).read_text())
+    spec = ModelSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in request["spec"].items()})
+    model = build_model(ModelConfig.parse(request["config"], request_path, written_by_torchtfx=True), spec)
+    model.load_state_dict(torch.load(request["weights"], weights_only=True))
+    head = ExportHead(model, request["task"], request["log1p_target"]).eval()
+    batch = torch.export.Dim("batch")
+    sample = (torch.zeros(request["batch"], len(spec.dense_features)),
+              torch.zeros(request["batch"], len(spec.categorical_features), dtype=torch.int64))  # fmt: skip
+    program = torch.onnx.export(
+        head, sample, input_names=[DENSE_INPUT, CATEGORICAL_INPUT], output_names=[prediction_output(head.task)],
+        dynamic_shapes=({0: batch}, {0: batch}), opset_version=DYNAMO_OPSET, dynamo=True, verbose=False,
+    )  # fmt: skip
+    program.save(request["out"])
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
