@@ -15,6 +15,7 @@ from torch import nn
 
 from torchtfx.components.converter.translator import OnnxGraphModule
 from torchtfx.components.torch_trainer.export import dynamo_export, symbolics
+from torchtfx.components.torch_trainer.export.convert import convert_onnx
 from torchtfx.components.torch_trainer.export.dynamo_export import ModelRecipe
 from torchtfx.components.torch_trainer.export.onnx_export import ExportError, export_onnx
 from torchtfx.components.torch_trainer.modeling.factory import build_model
@@ -194,3 +195,24 @@ def test_without_its_packages_the_dynamo_route_says_what_is_missing(tmp_path, mo
     head = ExportHead(build_model(config, spec), "binary").eval()
     with pytest.raises(ExportError, match=r"aten::quantile.*dynamo exporter failed too: .*not installed"):
         export_onnx(head, _split(), tmp_path / "m.onnx", ModelRecipe(config, spec, "binary"))
+
+
+@pytest.mark.parametrize(
+    ("factory", "ops"),
+    [("periodic_mlp", {"Sin", "Cos"}), ("top2_moe", {"CumSum", "OneHot", "Pad", "TopK"})],
+)
+def test_periodic_embeddings_and_a_top2_moe_translate_without_onnx2tf(tmp_path, factory, ops):
+    """Two of the failure kinds: the translator lacked Sin/Cos, and CumSum/OneHot/Pad (onnx2tf failed too)."""
+    spec = ModelSpec(("a", "b", "c", "d", "e", "f"), ("x", "y"), (3, 3))
+    torch.manual_seed(0)
+    head = ExportHead(build_model(ModelConfig(factory=f"{RESEARCH}:{factory}"), spec), "binary").eval()
+    export_onnx(head, _split(), tmp_path / "m.onnx")
+    assert ops <= {n.op_type for n in onnx.load(str(tmp_path / "m.onnx")).graph.node}
+    conversion = convert_onnx(tmp_path / "m.onnx", tmp_path / "work")
+    assert conversion.strategy == "translator"
+    for rows in (1, 7, 64):
+        split = _split(rows)
+        got = conversion.network(tf.constant(split.dense), tf.constant(split.categorical))[0].numpy()
+        with torch.no_grad():
+            want = head(torch.from_numpy(split.dense), torch.from_numpy(split.categorical)).numpy()
+        np.testing.assert_allclose(got.reshape(want.shape), want, atol=1e-5)
