@@ -88,6 +88,18 @@ def test_each_zoo_model_runs_the_whole_pipeline_with_parity(zoo_root, model):
     _check_converted_and_blessed(zoo_root, proc, model)
 
 
+# Third-party published models, unmodified, from their pip packages (bench/research_zoo/; the whole corpus runs in
+# `make bench --only zoo`): the periodic-embedding MLP (Sin/Cos) and TabM (aten::column_stack by a torchtfx symbolic,
+# OneHot, its own mean-of-members loss). Two fast ones: each pipeline run adds about a minute to make test.
+RESEARCH_ZOO = Path(__file__).resolve().parents[2] / "bench" / "research_zoo"
+
+
+@pytest.mark.parametrize("factory", ["rtdl_mlp_periodic", "tabm_ensemble"])
+def test_published_research_models_run_the_whole_pipeline_with_parity(zoo_root, factory):
+    proc = _run(zoo_root, "--model", f"{RESEARCH_ZOO / factory}.py:build", "--max-auc-drop", "1.0")
+    _check_converted_and_blessed(zoo_root, proc, f"{factory}.py:build")
+
+
 def test_a_factory_that_cannot_be_loaded_stops_before_the_pipeline_runs(zoo_root, tmp_path):
     bad = tmp_path / "bad_model.py"
     bad.write_text("from torch import nn\ndef build(spec):\n    return nn.Linear(3, 1)\n")
