@@ -66,8 +66,54 @@ def _matmul(node, x):
 
 @op("Einsum")
 def _einsum(node, x):
+    """``tf.einsum`` with every ``...`` spelled out in letters of its own. Measured on TF 2.16.2 with oneDNN (the
+    x86 default): ``tf.einsum("...a,ac->...c", x[2,3,4,8], w[8,5])`` is off by about 13 where the same
+    equation with explicit letters, or oneDNN off, is exact (an einops einsum in tab-transformer-pytorch's
+    residual streams exports to such a node)."""
     equation = node.attr("equation")
-    return [tf.einsum((equation.decode() if isinstance(equation, bytes) else equation).replace(" ", ""), *x)]
+    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    if "..." not in equation:
+        return [tf.einsum(equation, *x)]
+    equation, inputs = _explicit_ellipsis(equation, list(x))
+    return [tf.einsum(equation, *inputs)]
+
+
+def _explicit_ellipsis(equation: str, inputs: list) -> tuple[str, list]:
+    """``equation`` with ``...`` replaced by unused letters (right-aligned, numpy's broadcasting), and the inputs
+    with their ``...`` dimensions broadcast to one shape where several inputs have them."""
+    lhs, _, rhs = equation.partition("->")
+    terms = lhs.split(",")
+    counts = [t.shape.rank - (len(term) - 3) if "..." in term else 0 for term, t in zip(terms, inputs, strict=True)]
+    width = max(counts)
+    letters = "".join(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in equation)[:width]
+    carriers = [i for i, term in enumerate(terms) if "..." in term]
+    if len(carriers) > 1:
+        inputs = _broadcast_ellipsis(inputs, terms, counts, width, carriers)
+        counts = [width if i in carriers else 0 for i in range(len(terms))]
+    explicit = [term.replace("...", letters[width - n :]) for term, n in zip(terms, counts, strict=True)]
+    if not _:  # implicit output: the ellipsis dims, then the letters used once, sorted (numpy's rule)
+        once = sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1)
+        rhs = "..." + "".join(once)
+    return ",".join(explicit) + "->" + rhs.replace("...", letters), inputs
+
+
+def _broadcast_ellipsis(inputs: list, terms: list[str], counts: list[int], width: int, carriers: list[int]) -> list:
+    """Each carrier's ``...`` dims given ``width`` leading entries (ones prepended) and broadcast to one shape."""
+    shapes = []
+    for i in carriers:
+        start = terms[i].index("...")
+        dims = tf.shape(inputs[i], tf.int64)
+        shapes.append((start, tf.concat([tf.ones([width - counts[i]], tf.int64), dims[start : start + counts[i]]], 0)))
+    common = shapes[0][1]
+    for _, shape in shapes[1:]:
+        common = tf.broadcast_dynamic_shape(common, shape)
+    out = list(inputs)
+    for i, (start, _) in zip(carriers, shapes, strict=True):
+        dims = tf.shape(inputs[i], tf.int64)
+        target = tf.concat([dims[:start], common, dims[start + counts[i] :]], 0)
+        padded = tf.concat([dims[:start], tf.ones([width - counts[i]], tf.int64), dims[start:]], 0)
+        out[i] = tf.broadcast_to(tf.reshape(inputs[i], padded), target)
+    return out
 
 
 @op("Dropout")

@@ -158,9 +158,11 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRec
         failures = batch_failures(graph, head, split)
         if failures:
             raise ExportError(
-                f"the ONNX export only works at the trace batch size {TRACE_BATCH}: {failures}. The model reads "
-                "the batch size as a Python number (len(x), int(x.shape[0])) in a way the batch_constants repair "
-                f"could not undo ({count} constants rewritten); use x.shape[0] or reshape with -1 instead."
+                f"the ONNX export only works at the trace batch size {TRACE_BATCH}: {failures}. The model turns a "
+                "value of the traced batch into a Python number that the graph keeps as a constant: the batch size "
+                "(len(x), int(x.shape[0])), or a number computed from tensor values (a Python max() or int() over "
+                f"a tensor, e.g. a one-hot depth); the batch_constants repair could not undo it ({count} constants "
+                "rewritten). Use x.shape[0], reshape with -1, and keep such numbers as tensors."
             )
     return _finish(graph, head, split, path, ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used))))
 

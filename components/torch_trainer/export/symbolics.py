@@ -4,7 +4,7 @@ Measured with torch 2.14.1 at opset 17: of 118 ops a tabular or attention model 
 ``UnsupportedOperatorError`` (``aten::column_stack``, ``dstack``, ``logaddexp``, ``sinc``, ``diff``, ...). Each
 entry below writes one of them with standard ONNX operators, by torch's documented semantics, and is registered
 only where torch has no symbolic of its own (a newer torch's wins). Like the graph repairs, every entry that
-fires during an export is logged and recorded in the export report (``export_symbolics`` in ``layout.json``).
+fires during an export is logged and recorded (the Trainer's result and the Model artifact's ``onnx_conversion``).
 """
 
 from __future__ import annotations

@@ -175,3 +175,19 @@ def test_a_float16_network_translates_a_gemm_row_bias():
     (full,) = _translated(model, inputs)
     assert half.dtype == np.float32  # float32 outputs are cast back on exit
     np.testing.assert_allclose(half, full, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes", "reference"),
+    [
+        ("...a,ac->...c", [(2, 3, 4, 8), (8, 5)], False),  # tf.einsum with oneDNN was off by ~13 on this one
+        ("...a,bac->b...c", [(3, 13, 1, 4, 8), (1, 8, 5)], False),  # tab-transformer-pytorch's residual streams
+        # Ellipses of different ranks and a size-1 dimension, broadcast (onnxruntime's shape inference refuses
+        # them with the batch dimension symbolic: ONNX's reference evaluator, numpy's einsum, decides).
+        ("...ij,...jk->...ik", [(2, 3, 4, 5), (3, 5, 6)], True),
+        ("...ij,...jk", [(2, 1, 4, 5), (3, 5, 6)], True),  # implicit output
+    ],
+)
+def test_einsum_spells_out_ellipses_that_tf_einsum_gets_wrong(equation, shapes, reference):
+    inputs = {f"x{i}": _f(*shape, seed=i) for i, shape in enumerate(shapes)}
+    _check(helper.make_node("Einsum", list(inputs), ["y"], equation=equation), inputs, opset=17, reference=reference)
