@@ -1,7 +1,8 @@
 """``python -m bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
-the same command, and ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC).
-Results go to ``bench/results/<name>.json``; ``bench/results/README.md`` and the plots are rebuilt from
-every JSON file there."""
+the same command, and ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC; then the
+research corpus of bench/research_zoo/ on a taxi sample, ``--zoo-set``).
+Results go to ``bench/results/<name>.json`` (the corpus: ``research_zoo.json``); ``bench/results/README.md``
+and the plots are rebuilt from every JSON file there."""
 
 from __future__ import annotations
 
@@ -129,6 +130,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scale-rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
     parser.add_argument("--trainer-epochs", type=int, default=3)
     parser.add_argument("--reuse-runs", action="store_true", help="re-score the last reference/ours runs")
+    parser.add_argument(
+        "--zoo-set",
+        choices=("builtin", "research", "all"),
+        default="all",
+        help="zoo: the built-in zoo models, the research corpus (bench/research_zoo/), or both",
+    )
+    parser.add_argument(
+        "--zoo-models",
+        nargs="+",
+        metavar="NAME",
+        help="zoo: only these models (built-in zoo names or corpus file names, e.g. rtdl_mlp)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -156,11 +169,15 @@ def main(argv: list[str] | None = None) -> None:
                 trainer_bench.TransformOutput.of_run(_our_taxi_run(work, args.beam_workers)), taxi, work / "launch"
             ),
         },
-        "zoo": lambda: zoo_bench.zoo(work, args.beam_workers),
+        # result name -> payload: zoo.json (built-in) and research_zoo.json (the corpus), as --zoo-set asks
+        "zoo": lambda: zoo_bench.zoo_sets(work, args.beam_workers, args.zoo_set, args.zoo_models),
         "evaluator": lambda: _evaluator(work, args.beam_workers),
     }  # fmt: skip
     for name in BENCHMARKS:
-        if name in args.only:
+        if name == "zoo" and name in args.only:
+            for result_name, payload in steps[name]().items():
+                _write(result_name, payload, args.out)
+        elif name in args.only:
             _write(name, steps[name](), args.out)
     from bench.report import write_report
 

@@ -267,6 +267,105 @@ def _zoo_section(r: dict) -> list[str]:
     return [*lines, "", f"AUC: {r['auc_source']}.", "", *targets, "", *_fp16_lines(r), ""]
 
 
+RESEARCH_RESULT = "research_zoo"  # bench/results/research_zoo.json
+_RESEARCH_BATCHES = ("1", "1024")
+
+
+def _research_caption(r: dict) -> str:
+    return (
+        f"Third-party published models (bench/research_zoo/), each through `torchtfx run` on the first "
+        f"{r['sample_rows']:,} rows of the taxi CSV (`{' '.join(r['run_args'])}`), one pipeline root for all. "
+        "Exporter, repairs and symbolics: the Trainer's (the Model artifact's `onnx_conversion`); parity: max "
+        "|SavedModel - PyTorch| on the eval split; ratio: the converted network (Session::Run from C where the C "
+        f"harness ran) / onnxruntime, median ms per call, {r['threads']} threads; dynamo: the same trained network "
+        "exported again with `torch.onnx.export(dynamo=True)` in its own process, as the Trainer runs it (seconds "
+        "include the process's start and imports: start = a child that only imports torch and onnxscript) against "
+        f"the legacy exporter's trace in this process, ok where its graph translates with parity ≤ "
+        f"{r.get('parity_tolerance', 1e-5):g} against onnxruntime on the legacy graph."
+    )
+
+
+def _research_fixes(m: dict) -> str:
+    conversion = m.get("conversion", {})
+    fixes = ", ".join(conversion.get("repairs", [])) or "none"
+    symbolics = conversion.get("symbolics", [])
+    return fixes + (f"; symbolics: {', '.join(symbolics)}" if symbolics else "")
+
+
+def _research_dynamo(m: dict) -> tuple[str, str]:
+    """(verdict, "dynamo s / legacy s") of a row's dynamo exporter figures."""
+    d = m.get("dynamo")
+    if not d:
+        return "n/a", "n/a"
+    if d.get("ok"):
+        verdict = f"ok ({d['parity_max_abs_diff']:.2e})"
+    else:
+        verdict = "failed: " + " ".join(str(d.get("error", "?"))[:160].replace("|", "/").split())  # what failed
+    dynamo, legacy = d.get("dynamo_export_seconds"), d.get("legacy_export_seconds")
+    start = d.get("dynamo_child_start_seconds")
+    seconds = "n/a" if dynamo is None else f"{dynamo:.2f}" + ("" if start is None else f" (start {start:.2f})")
+    return verdict, f"{seconds} / {'failed' if legacy is None else f'{legacy:.2f}'}"
+
+
+def research_table(r: dict) -> list[str]:
+    """The corpus table: one row per model, a failed run with its error."""
+    lines = [
+        "| model | package | version | class | exporter | repairs / symbolics | parity max abs diff | "
+        + " | ".join(f"converted / onnxruntime at {b}" for b in _RESEARCH_BATCHES)
+        + " | AUC (TFMA) | AUC (PyTorch) | dynamo exporter | export s, dynamo / legacy |",
+        "|---|---|---|---|---|---|---:|" + "---:|" * len(_RESEARCH_BATCHES) + "---:|---:|---|---:|",
+    ]
+    for m in r["models"]:
+        version = m.get("version") or "not installed"
+        head = f"| {m['model']} | {m.get('package', '?')} | {version} | `{m.get('class')}` |"
+        if "parity_max_abs_diff" not in m:
+            error = " ".join(m.get("error", "no result")[-160:].replace("|", "/").split())
+            lines.append(f"{head} failed: {error} |")
+            continue
+        by_batch = m.get("converted_vs_onnxruntime", {})
+        ratio = [f"{by_batch[b]:.2f}" if b in by_batch else "n/a" for b in _RESEARCH_BATCHES]
+        verdict, seconds = _research_dynamo(m)
+        lines.append(
+            f"{head} {m.get('conversion', {}).get('exporter') or 'n/a'} | {_research_fixes(m)} | "
+            f"{m['parity_max_abs_diff']:.2e} | " + " | ".join(ratio)
+            + f" | {_num(m.get('tfma_auc'))} | {_num(m.get('torch_eval_auc'))} | {verdict} | {seconds} |"
+        )  # fmt: skip
+    return lines
+
+
+def _research_papers(r: dict) -> list[str]:
+    return [f"- {m['model']}: {m['paper']}." for m in r["models"] if m.get("paper")]
+
+
+def _research_section(r: dict) -> list[str]:
+    errors = [f"- {m['model']}: {' '.join(m['error'][-600:].split())}" for m in r["models"]
+              if "error" in m and "parity_max_abs_diff" in m]  # fmt: skip
+    return [
+        "## 6b. Research model corpus (taxi sample, one pipeline run per model)",
+        "",
+        _research_caption(r),
+        "",
+        *research_table(r),
+        "",
+        *(["Measurements that failed after the run:", "", *errors, ""] if errors else []),
+        "Papers:",
+        "",
+        *_research_papers(r),
+        "",
+        f"AUC: {r['auc_source']}.",
+        "",
+        *_fp16_lines(r),
+        "",
+    ]
+
+
+def research_readme_table(out: Path | None = None) -> str:
+    """The corpus table for the project README, from ``<out>/research_zoo.json`` (default bench/results):
+    ``python -c "from bench.report import research_readme_table; print(research_readme_table())"``."""
+    r = json.loads(((out or Path(__file__).parent / "results") / f"{RESEARCH_RESULT}.json").read_text())
+    return "\n".join([_research_caption(r), "", *research_table(r), "", *_research_papers(r)]) + "\n"
+
+
 def _fp16_lines(r: dict) -> list[str]:
     """The fp16 variant per model: drift against FP32 on every eval row, the gate's verdict, latency."""
     batches = [str(b) for b in r["batch_sizes"]]
@@ -398,6 +497,8 @@ def write_report(out: Path) -> Path:
         lines += _scale_section(results["scale"])
     if "zoo" in results:
         lines += _zoo_section(results["zoo"])
+    if RESEARCH_RESULT in results:
+        lines += _research_section(results[RESEARCH_RESULT])
     if "evaluator" in results:
         lines += evaluator_report_lines(results["evaluator"])
     _plots(results, out)

@@ -49,6 +49,9 @@ def _size(size: int) -> str:
 def _write_atomic(path: Path, write: Callable[[BinaryIO], None]) -> None:
     """Write to a temp file then rename: a crash never leaves a torn checkpoint behind, a failed write no temp file."""
     tmp = path.with_suffix(path.suffix + ".tmp")
+    # The run folder exists only once something created it (the MLflow run id file did): a run left untracked
+    # (MLflow unreachable, policy 'continue') failed at its first checkpoint with FileNotFoundError.
+    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with tmp.open("wb") as file:
             write(file)

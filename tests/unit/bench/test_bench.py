@@ -260,3 +260,144 @@ def test_report_judges_scale_memory_on_pss_not_summed_rss(tmp_path):
     result["runs"][1]["peak_pss_gib"] = 4.2
     (tmp_path / "scale.json").write_text(json.dumps(result))
     assert "Peak PSS 4.20 GiB (target ≤ 4.0): **not met**" in write_report(tmp_path).read_text()
+
+
+def test_the_corpus_names_every_research_factory_file_and_its_installed_package():
+    import ast
+
+    from bench.research_zoo import CORPUS, HERE
+
+    files = {p.stem for p in HERE.glob("*.py") if p.name != "__init__.py"}
+    assert files <= {m.name for m in CORPUS}, f"factory files missing from CORPUS: {files - {m.name for m in CORPUS}}"
+    assert len({m.name for m in CORPUS}) == len(CORPUS)
+    for model in CORPUS:
+        assert model.path.is_file(), model.name
+        versions = model.versions()
+        assert None not in versions.values(), f"{model.name}: not installed: {versions}"
+        assert model.paper and model.model and model.factory.endswith(f"{model.name}.py:build")
+        # The file's docstring names the package at the version installed (requirements-research.in pins it).
+        doc = ast.get_docstring(ast.parse(model.path.read_text())) or ""
+        assert f"{model.package}=={versions[model.package]}" in doc, model.name
+
+
+def _research_row(name: str, **extra) -> dict:
+    return {"model": name, "factory": f"bench/research_zoo/{name}.py:build", "package": "rtdl_revisiting_models",
+            "version": "0.0.2", "class": "rtdl_revisiting_models.MLP", "paper": "Gorishniy et al. 2021",
+            **extra}  # fmt: skip
+
+
+def _research_result() -> dict:
+    from bench.zoo_bench import RUNTIMES
+
+    measured = {"strategy": "translator", "repairs": [], "conversion_seconds": 0.1, "parity_max_abs_diff": 1.19e-7,
+                "latency": _latency(0.6, 0.2, 0.4), "tfma_auc": 0.9012, "torch_eval_auc": 0.8999,
+                "converted_vs_onnxruntime": {"1": 0.5, "32": 0.8, "1024": 1.25}}  # fmt: skip
+    ok = _research_row(
+        "rtdl_mlp", **measured, conversion={"strategy": "translator", "exporter": "legacy", "repairs": [],
+        "symbolics": []}, dynamo={"ok": True, "parity_max_abs_diff": 2.4e-7, "dynamo_export_seconds": 6.5,
+        "legacy_export_seconds": 0.31},
+    )  # fmt: skip
+    refused = _research_row(
+        "rtdl_ft_transformer", **measured, conversion={"strategy": "translator", "exporter": "legacy",
+        "repairs": ["batch_constants"], "symbolics": ["logaddexp"]}, dynamo={"ok": False, "error":
+        "not translated: unsupported | ops", "dynamo_export_seconds": 7.25, "legacy_export_seconds": None},
+    )  # fmt: skip
+    failed = _research_row("tabnet", error="pipeline run failed: parity gate\nmax 0.3")
+    return {"sample_rows": 3000, "run_args": ["--epochs", "8", "--batch-size", "64"], "threads": 2,
+            "batch_sizes": [1, 32, 1024], "runtimes": list(RUNTIMES), "auc_source": "TFMA", "parity_tolerance": 1e-5,
+            "models": [ok, refused, failed]}  # fmt: skip
+
+
+def test_report_renders_the_research_corpus_table_for_results_and_the_project_readme(tmp_path):
+    from bench.report import research_readme_table
+
+    (tmp_path / "research_zoo.json").write_text(json.dumps(_research_result()))
+    text = write_report(tmp_path).read_text()
+    ok = ("| rtdl_mlp | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | legacy | none | 1.19e-07 "
+          "| 0.50 | 1.25 | 0.9012 | 0.8999 | ok (2.40e-07) | 6.50 / 0.31 |")  # fmt: skip
+    refused = ("| rtdl_ft_transformer | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | legacy "
+               "| batch_constants; symbolics: logaddexp | 1.19e-07 | 0.50 | 1.25 | 0.9012 | 0.8999 "
+               "| failed: not translated: unsupported / ops | 7.25 / failed |")  # fmt: skip
+    failed = "| tabnet | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | failed: pipeline run failed: "
+    assert "## 6b. Research model corpus" in text and "first 3,000 rows of the taxi CSV" in text
+    assert ok in text and refused in text and failed + "parity gate max 0.3 |" in text
+    assert "- rtdl_mlp: Gorishniy et al. 2021." in text
+    readme = research_readme_table(tmp_path)
+    assert ok in readme and refused in readme and "## " not in readme
+
+
+def test_parse_conversion_reads_the_trainers_onnx_conversion_property():
+    from bench.zoo_bench import parse_conversion
+
+    assert parse_conversion("translator; repairs: batch_constants, erf_gelu; exporter: dynamo; symbolics: sinc") == {
+        "strategy": "translator", "exporter": "dynamo", "repairs": ["batch_constants", "erf_gelu"],
+        "symbolics": ["sinc"]}  # fmt: skip
+    older = parse_conversion("onnx2tf; repairs: none")  # written before the exporter was recorded
+    assert older == {"strategy": "onnx2tf", "exporter": None, "repairs": [], "symbolics": []}
+    assert parse_conversion(None)["strategy"] is None
+
+
+def test_zoo_sets_runs_the_chosen_sets_with_each_sets_own_names(tmp_path, monkeypatch):
+    from bench import zoo_bench
+
+    calls = []
+    monkeypatch.setattr(zoo_bench, "zoo", lambda work, workers, models: calls.append(("zoo", models)) or {})
+    monkeypatch.setattr(zoo_bench, "research_zoo", lambda work, workers, names: calls.append(("research", names)) or {})
+    assert set(zoo_bench.zoo_sets(tmp_path, 2, "all", ["rtdl_mlp", "dcn"])) == {"zoo", "research_zoo"}
+    assert calls == [("zoo", ("dcn",)), ("research", ["rtdl_mlp"])]
+    calls.clear()
+    assert set(zoo_bench.zoo_sets(tmp_path, 2, "research", ["rtdl_mlp", "dcn"])) == {"research_zoo"}
+    assert set(zoo_bench.zoo_sets(tmp_path, 2, "builtin", ["rtdl_mlp"])) == set()  # no built-in model named
+    assert set(zoo_bench.zoo_sets(tmp_path, 2, "builtin")) == {"zoo"}
+    assert calls == [("research", ["rtdl_mlp"]), ("zoo", None)]
+    with pytest.raises(ValueError, match="no_such_model"):
+        zoo_bench.zoo_sets(tmp_path, 2, "all", ["no_such_model"])
+
+
+def test_the_corpus_sample_is_the_first_rows_of_the_csv_written_once(tmp_path):
+    from bench.zoo_bench import sample_data
+
+    source = tmp_path / "taxi.csv"
+    source.write_text("a,b\n" + "".join(f'{i},"x,{i}"\n' for i in range(10)))
+    out = sample_data(source, tmp_path / "sample", rows=3)
+    assert (out / "data.csv").read_text().splitlines() == ["a,b", '0,"x,0"', '1,"x,1"', '2,"x,2"']
+    mtime = (out / "data.csv").stat().st_mtime_ns
+    sample_data(source, tmp_path / "sample", rows=3)
+    assert (out / "data.csv").stat().st_mtime_ns == mtime  # unchanged: ExampleGen stays cached
+
+
+def test_finish_promotion_confirms_the_staged_version_in_the_runs_serving_dir(tmp_path, monkeypatch):
+    import subprocess
+
+    from bench import zoo_bench
+
+    ran = []
+
+    def fake_run(command, **kwargs):
+        ran.append(command)
+        return subprocess.CompletedProcess(command, 0, "labels moved", "")
+
+    monkeypatch.setattr(zoo_bench.subprocess, "run", fake_run)
+    zoo_bench.finish_promotion(tmp_path / "root", tmp_path / "serving", tmp_path / "run.log")
+    (command,) = ran
+    assert command[1:3] == ["promote", "--dataset"] and command[-1] == "--finish"
+    assert command[command.index("--serving-dir") + 1] == str(tmp_path / "serving")
+    assert "labels moved" in (tmp_path / "run.log").read_text()
+    monkeypatch.setattr(zoo_bench.subprocess, "run", lambda c, **k: subprocess.CompletedProcess(c, 1, "", "refused"))
+    with pytest.raises(RuntimeError, match="refused"):
+        zoo_bench.finish_promotion(tmp_path / "root", tmp_path / "serving", tmp_path / "run.log")
+
+
+def test_a_dynamo_graph_whose_batch_torch_export_specialized_is_found_by_its_declared_inputs():
+    from onnx import TensorProto, helper
+
+    from bench.zoo_bench import _static_batch
+
+    def graph(batch):
+        inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, 3]) for name in ("dense", "cat")]
+        out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])
+        return helper.make_model(helper.make_graph([helper.make_node("Add", ["dense", "cat"], ["y"])], "g", inputs,
+                                                   [out]))  # fmt: skip
+
+    assert _static_batch(graph(17)) == 17
+    assert _static_batch(graph("batch")) is None

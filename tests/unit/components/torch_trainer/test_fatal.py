@@ -21,8 +21,10 @@ from torchtfx.components.torch_trainer.constants import FATAL_FILE
 from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
 from torchtfx.components.torch_trainer.worker import checkpoint, collectives, fatal, train
 
-# Rank 1 stops at its second training step, outside every collective (an endless loop, a read that never
-# returns); rank 0 trains on into the epoch-end parameter average and waits there for it.
+# Rank 1 stops at its sixth training step (epoch 2), outside every collective (an endless loop, a read that never
+# returns); rank 0 trains on into the epoch-end parameter average and waits there for it. Six: the dry run that
+# looks for unused parameters calls forward four times on a copy (worker/unused_parameters.py), whose count
+# starts from the model's 0 and never reaches 6.
 HANGING_MODEL = """
 import time
 
@@ -38,7 +40,7 @@ class Hanging(nn.Module):
 
     def forward(self, dense, categorical):
         self.calls += self.training
-        if self.training and self.calls == 2 and dist.get_rank() == 1:
+        if self.training and self.calls == 6 and dist.get_rank() == 1:
             time.sleep(600)
         return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]
 
