@@ -174,7 +174,17 @@ def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, legacy: ExportError) -> 
             export_with_dynamo(recipe, head.model, TRACE_BATCH, Path(tmp) / "dynamo.onnx")
         except (DynamoExportError, subprocess.TimeoutExpired) as err:
             raise ExportError(f"{legacy} The dynamo exporter failed too: {err}") from None
-        return onnx.load(str(Path(tmp) / "dynamo.onnx"))
+        graph = onnx.load(str(Path(tmp) / "dynamo.onnx"))
+    # torch.export may specialize the batch dimension to the trace's and the ONNX export still succeeds, with
+    # fixed input shapes (measured on rtdl FTTransformer: "Constraints violated (batch) ... specialized it to
+    # be a constant (17)"): name that rather than let onnxruntime refuse batch 1 later.
+    fixed = [i.name for i in graph.graph.input if i.type.tensor_type.shape.dim[:1]
+             and i.type.tensor_type.shape.dim[0].HasField("dim_value")]  # fmt: skip
+    if fixed:
+        raise ExportError(f"{legacy} The dynamo exporter fixed the batch size of {', '.join(fixed)} at "
+                          f"{TRACE_BATCH}: torch.export specialized it (the model branches on the batch size or "
+                          "computes a constant from it).")  # fmt: skip
+    return graph
 
 
 def _finish(

@@ -216,3 +216,12 @@ def test_periodic_embeddings_and_a_top2_moe_translate_without_onnx2tf(tmp_path, 
         with torch.no_grad():
             want = head(torch.from_numpy(split.dense), torch.from_numpy(split.categorical)).numpy()
         np.testing.assert_allclose(got.reshape(want.shape), want, atol=1e-5)
+
+
+def test_a_dynamo_graph_with_the_batch_size_fixed_is_refused_naming_the_cause(tmp_path):
+    spec = ModelSpec(("a", "b", "c", "d", "e", "f"), ("x", "y"), (3, 3))
+    config = ModelConfig(factory=f"{RESEARCH}:batch_specialized")
+    head = ExportHead(build_model(config, spec), "binary").eval()
+    with pytest.raises(ExportError, match=r"aten::quantile.*dynamo exporter fixed the batch size of dense, categ"):
+        export_onnx(head, _split(), tmp_path / "m.onnx", ModelRecipe(config, spec, "binary"))
+    assert not (tmp_path / "m.onnx").exists()
