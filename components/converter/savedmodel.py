@@ -107,7 +107,7 @@ def convert(onnx_path: Path, out_dir: Path, inputs: dict[str, np.ndarray] | None
     feeds = [inputs] if inputs is not None else random_inputs(model, seed)
     parity = _parity(onnx_path, str(out_dir), model, feeds)
     report = ConversionReport(str(out_dir), fired, parity)
-    logger.info("%s", report.describe())
+    logger.debug("%s", report.describe())
     return report
 
 
