@@ -75,20 +75,14 @@ def _specs(graph: onnx.GraphProto, inputs: list[str]) -> list[tf.TensorSpec]:
     return specs
 
 
-class _Exported(tf.Module):
-    def __init__(self, network: OnnxGraphModule, outputs: list[str]) -> None:
-        super().__init__()
-        self.network, self.output_names = network, outputs
-
-
 def build(model: onnx.ModelProto, float16: bool = False) -> tuple[tf.Module, tuple[str, ...]]:
     """The module to save, with its ``serving_default`` function, and the repairs that fired."""
     model, fired = repairs.apply_graph_repairs(model)
     network = OnnxGraphModule(model, compute_dtype=tf.float16 if float16 else tf.float32)
-    outputs = [o.name for o in model.graph.output]
-    module = _Exported(network, outputs)
+    module = tf.Module()
+    module.network = network  # tracked: its weights are saved with the SavedModel
     specs = _specs(model.graph, network.input_names)
-    keys = [_signature_name(o) for o in outputs]
+    keys = [_signature_name(o.name) for o in model.graph.output]
 
     def serve(*args):
         return dict(zip(keys, network(*args), strict=True))

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 Handler = Callable[["Node", list], list]
 OPS: dict[str, Handler] = {}
@@ -99,8 +99,6 @@ def evaluate(nodes: list[Node], env: dict[str, tf.Tensor]) -> dict[str, tf.Tenso
 
 def run_subgraph(node: Node, graph, inputs: list[tf.Tensor]) -> list[tf.Tensor]:
     """The outputs of ``graph`` (an ``If``/``Loop``/``Scan`` body) on ``inputs``, the outer scope visible."""
-    from onnx import numpy_helper
-
     env = dict(node.scope)
     env.update({t.name: node.constant(numpy_helper.to_array(t)) for t in graph.initializer})
     env.update(zip((i.name for i in graph.input), inputs, strict=False))

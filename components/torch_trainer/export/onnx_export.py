@@ -146,8 +146,7 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRec
     except ExportError as legacy:
         if recipe is None:
             raise
-        graph = _dynamo_graph(recipe, head, legacy)
-        return _finish(graph, head, split, path, ExportReport((), VERIFY_BATCHES, (), "dynamo"))
+        return _save(_dynamo_graph(recipe, head, split, legacy), path, ExportReport((), VERIFY_BATCHES, (), "dynamo"))
     fired: list[str] = []
     failures = batch_failures(graph, head, split)
     if failures:
@@ -164,10 +163,11 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRec
                 f"a tensor, e.g. a one-hot depth); the batch_constants repair could not undo it ({count} constants "
                 "rewritten). Use x.shape[0], reshape with -1, and keep such numbers as tensors."
             )
-    return _finish(graph, head, split, path, ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used))))
+    return _save(graph, path, ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used))))
 
 
-def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, legacy: ExportError) -> onnx.ModelProto:
+def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, split: ArraySplit, legacy: ExportError) -> onnx.ModelProto:
+    """The dynamo exporter's graph of ``recipe``'s network, once it runs at every verification batch."""
     logger.warning("The legacy exporter failed (%s); trying the dynamo exporter", legacy)
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -184,17 +184,13 @@ def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, legacy: ExportError) -> 
         raise ExportError(f"{legacy} The dynamo exporter fixed the batch size of {', '.join(fixed)} at "
                           f"{TRACE_BATCH}: torch.export specialized it (the model branches on the batch size or "
                           "computes a constant from it).")  # fmt: skip
+    failures = batch_failures(graph, head, split)
+    if failures:
+        raise ExportError(f"the dynamo exporter's graph does not match PyTorch: {failures}")
     return graph
 
 
-def _finish(
-    graph: onnx.ModelProto, head: nn.Module, split: ArraySplit, path: Path, report: ExportReport
-) -> ExportReport:
-    """Save ``graph`` once it runs at every verification batch (the dynamo graph is checked here too)."""
-    if report.exporter != "legacy":
-        failures = batch_failures(graph, head, split)
-        if failures:
-            raise ExportError(f"the {report.exporter} exporter's graph does not match PyTorch: {failures}")
+def _save(graph: onnx.ModelProto, path: Path, report: ExportReport) -> ExportReport:
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(graph, str(path))
     return report
