@@ -14,10 +14,12 @@ import yaml
 
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, provisional_spec
-from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.components.torch_trainer.modeling.spec import SequenceInput
+from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.task import MULTICLASS
+from torchtfx.data.config.text import RESERVED_IDS
 
 
 def parse_model_hparams(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -56,6 +58,11 @@ def choose_model(
     precision resolved: the command line over the trainer section over the dataset YAML."""
     model = embed_source(configured_model(dataset, hparams).with_overrides(factory, overrides or {}), base_dir)
     classes = dataset.label.num_classes if dataset.task == MULTICLASS else 1
-    build_model(model, provisional_spec(tuple(dataset.dense), tuple(dataset.embedded_features), dataset.task, classes))
+    sequences = tuple(
+        SequenceInput(transformed_name(key), RESERVED_IDS + text.top_k + text.num_oov_buckets, text.max_length)
+        for key, text in sorted(dataset.text.items())
+    )
+    spec = provisional_spec(tuple(dataset.dense), tuple(dataset.embedded_features), dataset.task, classes, sequences)
+    build_model(model, spec)
     serving = configured_serving(dataset, hparams).with_overrides(serving_precision)
     return hparams.replace(model=model, serving=serving)

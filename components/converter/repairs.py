@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 logger = logging.getLogger(__name__)
 
 BATCH_CONSTANTS = "batch_constants"
+LENGTH_CONSTANTS = "length_constants"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _node(names: _Names, nodes: list, op: str, inputs: list[str], output: str | 
 
 
 # -- batch_constants ------------------------------------------------------------------------------------------
-def _constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+def graph_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
@@ -78,14 +79,22 @@ def _batch_multiples(a: np.ndarray, b: np.ndarray, batch_a: int, batch_b: int) -
 
 
 def derive_batch_constants(
-    first: onnx.ModelProto, second: onnx.ModelProto, batch_first: int, batch_second: int
+    first: onnx.ModelProto,
+    second: onnx.ModelProto,
+    batch_first: int,
+    batch_second: int,
+    input_name: str | None = None,
+    axis: int = 0,
 ) -> tuple[onnx.ModelProto, int]:
     """``first`` with every constant that follows the trace batch (compared with ``second``, traced at
-    another batch) computed from the batch dimension of the first graph input instead."""
+    another batch) computed from the batch dimension of the first graph input instead. With ``input_name`` and
+    ``axis`` (e.g. a token input's axis 1), any other dimension: the sequence length baked into the trace
+    (repair ``length_constants``)."""
+    repair = BATCH_CONSTANTS if input_name is None else LENGTH_CONSTANTS
     if [n.op_type for n in first.graph.node] != [n.op_type for n in second.graph.node]:
-        logger.warning("repair %s: the two traces differ in structure; not applied", BATCH_CONSTANTS)
+        logger.warning("repair %s: the two traces differ in structure; not applied", repair)
         return first, 0
-    a_values, b_values = _constants(first), _constants(second)
+    a_values, b_values = graph_constants(first), graph_constants(second)
     multiples = {}
     for name, a in a_values.items():
         k = _batch_multiples(a, b_values[name], batch_first, batch_second) if name in b_values else None
@@ -95,9 +104,10 @@ def derive_batch_constants(
         return first, 0
     model = onnx.ModelProto()
     model.CopyFrom(first)
-    graph, names = model.graph, _Names(model.graph, BATCH_CONSTANTS)
+    graph, names = model.graph, _Names(model.graph, repair)
     nodes: list = []
-    shape = _node(names, nodes, "Shape", [graph.input[0].name], start=0, end=1)  # int64 [1]: the batch
+    source = input_name or graph.input[0].name
+    shape = _node(names, nodes, "Shape", [source], start=axis, end=axis + 1)  # int64 [1]: the batch (or length)
     for name, k in multiples.items():
         base = np.where(k != 0, 0, a_values[name]).astype(k.dtype)
         batch = (
@@ -109,7 +119,7 @@ def derive_batch_constants(
             batch = _node(names, nodes, "Squeeze", [batch, _const(names, nodes, np.array([0], np.int64))])
         scaled = _node(names, nodes, "Mul", [batch, _const(names, nodes, k)])
         _node(names, nodes, "Add", [scaled, _const(names, nodes, base)], output=name)
-        logger.info("repair %s: %s = batch * %s + %s", BATCH_CONSTANTS, name, k.tolist(), base.tolist())
+        logger.info("repair %s: %s = %s[%s] * %s + %s", repair, name, source, axis, k.tolist(), base.tolist())
     kept_init = [t for t in graph.initializer if t.name not in multiples]
     kept_nodes = [n for n in graph.node if not (n.op_type == "Constant" and n.output[0] in multiples)]
     del graph.initializer[:], graph.node[:]

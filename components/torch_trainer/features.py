@@ -1,8 +1,9 @@
 """The model's view of the transformed features: which columns are dense, which are embedded ids.
 
 A :class:`FeatureLayout` is the contract between Transform's output, the PyTorch model, the ONNX
-graph (inputs ``dense`` float32 [batch, D] and ``categorical`` int64 [batch, C]) and the serving
-signature, which stacks the transformed features in exactly this order.
+graph (inputs ``dense`` float32 [batch, D] and ``categorical`` int64 [batch, C], then one int64 [batch, length]
+input per text feature, named by its transformed feature) and the serving signature, which stacks the
+transformed features in exactly this order.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import dataclasses
 import json
 import math
 
-from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, ModelSpec, SequenceInput
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
+from torchtfx.data.config.text import RESERVED_IDS, text_vocabulary_name
 
 DENSE_INPUT = "dense"
 CATEGORICAL_INPUT = "categorical"
@@ -38,11 +40,25 @@ class FeatureLayout:
     classes: tuple[str, ...] = ()  # multiclass: the class strings, by class id
     label_weight: str | None = None  # multiclass and regression: 0.0 marks a refused row
     log1p_target: bool = False  # regression trained on log1p(y): the export head serves expm1 of the output
+    sequences: tuple[str, ...] = ()  # text features' transformed names: token ids [batch, length] each
+    sequence_vocab_sizes: tuple[int, ...] = ()  # padding, unknown, vocabulary and OOV buckets
+    sequence_max_lengths: tuple[int, ...] = ()
 
     def model_spec(self) -> ModelSpec:
         """What the model factory is given."""
         num_outputs = len(self.classes) if self.task == MULTICLASS else 1
-        return ModelSpec(self.dense, self.embedded, self.cardinalities, task=self.task, num_outputs=num_outputs)
+        sequences = tuple(
+            SequenceInput(name, size, length)
+            for name, size, length in zip(self.sequences, self.sequence_vocab_sizes, self.sequence_max_lengths,
+                                          strict=True)
+        )  # fmt: skip
+        return ModelSpec(self.dense, self.embedded, self.cardinalities, task=self.task, num_outputs=num_outputs,
+                         sequences=sequences)  # fmt: skip
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The network's inputs, in ``forward``'s order: the ONNX graph's and the translated network's."""
+        return (DENSE_INPUT, CATEGORICAL_INPUT, *self.sequences)
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -71,7 +87,26 @@ def layout_from_transform(cfg: DatasetConfig, tft_output) -> FeatureLayout:
         classes=label_classes(cfg, tft_output),
         label_weight=cfg.label_weight_key,
         log1p_target=cfg.task == REGRESSION and cfg.label.log1p,
+        **sequence_layout(cfg, tft_output),
     )
+
+
+def sequence_layout(cfg: DatasetConfig, tft_output) -> dict[str, tuple]:
+    """The text features' names, id ranges (reserved ids, Transform's vocabulary, OOV buckets) and lengths."""
+    keys = sorted(cfg.text)
+    sizes = []
+    for key in keys:
+        try:
+            vocabulary = int(tft_output.vocabulary_size_by_name(text_vocabulary_name(key)))
+        except Exception as err:  # TFT raises several types for a missing vocabulary file
+            raise ValueError(f"Transform output has no vocabulary for text feature {key!r} ({err}); was it built "
+                             "from another dataset config?") from None  # fmt: skip
+        sizes.append(RESERVED_IDS + vocabulary + cfg.text[key].num_oov_buckets)
+    return {
+        "sequences": tuple(transformed_name(k) for k in keys),
+        "sequence_vocab_sizes": tuple(sizes),
+        "sequence_max_lengths": tuple(cfg.text[k].max_length for k in keys),
+    }
 
 
 def label_classes(cfg: DatasetConfig, tft_output) -> tuple[str, ...]:

@@ -17,7 +17,14 @@ import numpy as np
 import tensorflow as tf
 
 from torchtfx.components.torch_trainer.features import FeatureLayout
-from torchtfx.components.torch_trainer.worker.shards import CATEGORICAL_FILE, DENSE_FILE, LABEL_FILE, ArraySplit
+from torchtfx.components.torch_trainer.worker.shards import (
+    CATEGORICAL_FILE,
+    DENSE_FILE,
+    LABEL_FILE,
+    ArraySplit,
+    sequence_file,
+    write_sequence_names,
+)
 from torchtfx.data.config.task import BINARY, MULTICLASS
 
 logger = logging.getLogger(__name__)
@@ -64,7 +71,7 @@ def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterat
     """Transformed examples of one split, ``_PARSE_BATCH`` rows at a time, in file order, with the number of
     rows refused for their label (weight 0: ``_REFUSED_FOR``)."""
     weight = (layout.label_weight,) if layout.label_weight else ()
-    spec = {k: feature_spec[k] for k in layout.dense + layout.embedded + (layout.label,) + weight}
+    spec = {k: feature_spec[k] for k in layout.dense + layout.embedded + layout.sequences + (layout.label,) + weight}
     dataset = (
         example_batches(split_uri, _PARSE_BATCH)
         .map(lambda batch: tf.io.parse_example(batch, spec), num_parallel_calls=tf.data.AUTOTUNE)
@@ -76,13 +83,14 @@ def _chunks(split_uri: str, layout: FeatureLayout, feature_spec: dict) -> Iterat
             _columns(parsed, layout.dense, n, np.float32),
             _columns(parsed, layout.embedded, n, np.int64),
             parsed[layout.label].numpy().reshape(-1).astype(np.float32),
+            tuple(parsed[k].numpy().reshape(n, -1).astype(np.int64) for k in layout.sequences),
+            layout.sequences,
         )
         if not weight:
             yield chunk, 0
             continue
         usable = parsed[layout.label_weight].numpy().reshape(-1) > 0
-        kept = ArraySplit(chunk.dense[usable], chunk.categorical[usable], chunk.label[usable])
-        yield kept, n - int(usable.sum())
+        yield chunk.rows(usable), n - int(usable.sum())
 
 
 def _columns(parsed: dict, keys: tuple[str, ...], rows: int, dtype: type) -> np.ndarray:
@@ -101,6 +109,10 @@ def _check_chunk(chunk: ArraySplit, layout: FeatureLayout, where: str, first_row
                     f"{where}: feature {name} has ids in [{low[i]}, {high[i]}] (rows from {first_row}) but its "
                     f"vocabulary has {layout.cardinalities[i]} entries"
                 )
+    for ids, name, size in zip(chunk.sequences, layout.sequences, layout.sequence_vocab_sizes, strict=True):
+        if ids.size and (ids.min() < 0 or ids.max() >= size):
+            raise ValueError(f"{where}: text feature {name} has token ids in [{ids.min()}, {ids.max()}] (rows from "
+                             f"{first_row}) but its vocabulary, OOV buckets included, has {size} ids")  # fmt: skip
     if not np.isfinite(chunk.dense).all():
         raise ValueError(f"{where}: transformed dense features hold NaN or inf (rows from {first_row})")
 
@@ -114,6 +126,7 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     names = {"dense": DENSE_FILE, "categorical": CATEGORICAL_FILE, "label": LABEL_FILE}
+    names.update({index: sequence_file(index) for index in range(len(layout.sequences))})
     raw = {field: out_dir / f"{file}.raw" for field, file in names.items()}
     rows, refused, template = 0, 0, None
     with contextlib.ExitStack() as stack:
@@ -124,7 +137,7 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
                 continue
             _check_chunk(chunk, layout, split_uri, rows)
             for field, handle in files.items():
-                handle.write(np.ascontiguousarray(getattr(chunk, field)).tobytes())
+                handle.write(np.ascontiguousarray(_column(chunk, field)).tobytes())
             rows, template = rows + len(chunk), chunk
     if refused:
         logger.warning(
@@ -137,7 +150,7 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
         why = f" with a usable label ({refused} refused)" if refused else ""
         raise ValueError(f"split {split_uri} holds no examples{why}")
     for field, file in names.items():
-        column = getattr(template, field)
+        column = _column(template, field)
         header = {
             "descr": np.lib.format.dtype_to_descr(column.dtype),
             "fortran_order": False,
@@ -147,7 +160,13 @@ def write_split(split_uri: str, layout: FeatureLayout, feature_spec: dict, out_d
             np.lib.format.write_array_header_1_0(out, header)
             shutil.copyfileobj(src, out, _COPY_BYTES)
         raw[field].unlink()
+    write_sequence_names(out_dir, layout.sequences)
     return SplitRows(rows, refused)
+
+
+def _column(chunk: ArraySplit, field: str | int) -> np.ndarray:
+    """A named array of the chunk, or its ``field``-th token-id array."""
+    return chunk.sequences[field] if isinstance(field, int) else getattr(chunk, field)
 
 
 def materialize(split_uris: dict[str, str], layout: FeatureLayout, feature_spec: dict, out_dir: Path) -> Materialized:

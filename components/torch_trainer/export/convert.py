@@ -36,7 +36,7 @@ from torchtfx.components.torch_trainer.features import (
     PROBABILITIES_OUTPUT,
     FeatureLayout,
 )
-from torchtfx.components.torch_trainer.modeling.spec import MULTICLASS, REGRESSION
+from torchtfx.components.torch_trainer.modeling.spec import MULTICLASS, PADDING_ID, REGRESSION
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ EXAMPLES_INPUT = "examples"
 
 @dataclasses.dataclass(frozen=True)
 class Conversion:
-    network: tf.Module  # network(dense, categorical) -> [outputs...]
+    network: tf.Module  # network(dense, categorical, *token_ids) -> [outputs...]
     strategy: str  # "translator" or "onnx2tf"
     repairs: tuple[str, ...]
 
@@ -61,8 +61,8 @@ class _KerasNetwork(tf.Module):
         super().__init__()
         self.model = model
 
-    def __call__(self, dense: tf.Tensor, categorical: tf.Tensor) -> list[tf.Tensor]:
-        outputs = self.model([dense, categorical])
+    def __call__(self, *inputs: tf.Tensor) -> list[tf.Tensor]:
+        outputs = self.model(list(inputs))
         if isinstance(outputs, dict):
             outputs = list(outputs.values())
         return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
@@ -88,8 +88,9 @@ def run_onnx2tf(onnx_path: Path, work_dir: Path) -> tf.Module:
         raise ConversionError(onnx2tf_exit_message(stop.code, printed.getvalue(), onnx_path)) from None
     except Exception as err:
         raise ConversionError(f"onnx2tf failed: {type(err).__name__}: {str(err)[:600]}") from err
-    if len(model.inputs) != 2:
-        raise ConversionError(f"onnx2tf built {len(model.inputs)} inputs, expected 2 (dense, categorical)")
+    expected = len(onnx.load(str(onnx_path), load_external_data=False).graph.input)
+    if len(model.inputs) != expected:
+        raise ConversionError(f"onnx2tf built {len(model.inputs)} inputs, the ONNX graph has {expected}")
     return _KerasNetwork(model)
 
 
@@ -166,7 +167,9 @@ class ServingModule(tf.Module):
         self._serving_spec = serving_spec
         self._transform_spec = transform_spec
 
-    def network_inputs(self, transformed: dict) -> tuple[tf.Tensor, tf.Tensor]:
+    def network_inputs(self, transformed: dict) -> tuple[tf.Tensor, ...]:
+        """The network's arguments from Transform's output: dense and categorical columns stacked, and each text
+        feature's token ids cut to the request's longest text (:func:`trim_padding`)."""
         batch = tf.shape(next(iter(transformed.values())))[0]
         dense = (
             tf.stack([tf.cast(tf.reshape(transformed[k], [-1]), tf.float32) for k in self._layout.dense], axis=1)
@@ -178,13 +181,12 @@ class ServingModule(tf.Module):
             if self._layout.embedded
             else tf.zeros([batch, 0], tf.int64)
         )
-        return dense, categorical
+        return (dense, categorical, *(trim_padding(tf.cast(transformed[k], tf.int64)) for k in self._layout.sequences))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)], autograph=False)
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(examples, self._serving_spec)
-        dense, categorical = self.network_inputs(self._untracked.tft_layer(parsed))
-        return self.task_outputs(self.network(dense, categorical)[0])
+        return self.task_outputs(self.network(*self.network_inputs(self._untracked.tft_layer(parsed)))[0])
 
     def task_outputs(self, network_output: tf.Tensor) -> dict[str, tf.Tensor]:
         """The network's first output, named and shaped for the task (see the module docstring)."""
@@ -200,6 +202,15 @@ class ServingModule(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)], autograph=False)
     def transform_features(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._untracked.tft_layer(tf.io.parse_example(examples, self._transform_spec))
+
+
+def trim_padding(ids: tf.Tensor) -> tf.Tensor:
+    """Token ids [batch, max_length] without the padding columns that no row reaches, keeping at least one (the
+    training batches' :func:`shards.trim_padding`): a request of short texts costs what short texts cost."""
+    used = tf.reduce_any(tf.not_equal(ids, PADDING_ID), axis=0)
+    positions = tf.range(1, tf.shape(ids, out_type=tf.int64)[1] + 1, dtype=tf.int64)
+    length = tf.maximum(tf.reduce_max(tf.where(used, positions, tf.zeros_like(positions))), 1)
+    return ids[:, :length]
 
 
 def feature_specs(cfg: DatasetConfig, tft_output) -> tuple[dict, dict]:

@@ -80,20 +80,20 @@ def export_with_dynamo(recipe: ModelRecipe, model: nn.Module, trace_batch: int, 
 
 def _child(request_path: str) -> None:
     """The child process: rebuild, load the weights, export with dynamo=True."""
-    from torchtfx.components.torch_trainer.modeling.factory import build_model
+    from torchtfx.components.torch_trainer.modeling.factory import build_model, check_inputs
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 
     request = json.loads(Path(request_path).read_text())
-    spec = ModelSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in request["spec"].items()})
+    spec = ModelSpec.from_dict(request["spec"])
     model = build_model(ModelConfig.parse(request["config"], request_path, written_by_torchtfx=True), spec)
     model.load_state_dict(torch.load(request["weights"], weights_only=True))
     head = ExportHead(model, request["task"], request["log1p_target"]).eval()
     batch = torch.export.Dim("batch")
-    sample = (torch.zeros(request["batch"], len(spec.dense_features)),
-              torch.zeros(request["batch"], len(spec.categorical_features), dtype=torch.int64))  # fmt: skip
+    lengths = [{0: batch, 1: torch.export.Dim(f"{s.name}_length", max=s.max_length)} for s in spec.sequences]
+    names = [DENSE_INPUT, CATEGORICAL_INPUT, *(s.name for s in spec.sequences)]
     program = torch.onnx.export(
-        head, sample, input_names=[DENSE_INPUT, CATEGORICAL_INPUT], output_names=[prediction_output(head.task)],
-        dynamic_shapes=({0: batch}, {0: batch}), opset_version=DYNAMO_OPSET, dynamo=True, verbose=False,
+        head, check_inputs(spec, request["batch"]), input_names=names, output_names=[prediction_output(head.task)],
+        dynamic_shapes=({0: batch}, {0: batch}, *lengths), opset_version=DYNAMO_OPSET, dynamo=True, verbose=False,
     )  # fmt: skip
     program.save(request["out"])
 

@@ -36,7 +36,7 @@ from torchtfx.components.torch_trainer.export.export_failure import explain, qui
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, prediction_output
 from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
 from torchtfx.components.torch_trainer.modeling.spec import BINARY
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.worker.shards import PADDING_ID, ArraySplit, eval_batch_size
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,9 @@ ONNX_OPSET = 17
 TRACE_BATCH = 17
 _SECOND_TRACE_BATCH = 23
 VERIFY_BATCHES = (1, 7)
+# Sequence lengths traced, like the batch: odd, and unlikely to equal a width.
+TRACE_LENGTH = 11
+_SECOND_TRACE_LENGTH = 13
 _VERIFY_TOLERANCE = 1e-5
 
 
@@ -60,37 +63,87 @@ class ExportReport:
     verified_batches: tuple[int, ...]
     symbolics: tuple[str, ...] = ()  # torch ops written by torchtfx's own symbolic functions
     exporter: str = "legacy"  # or "dynamo": torch.export, where the legacy exporter failed
+    verified_shapes: tuple[tuple[int, int | None], ...] = ()  # (batch, length) checked in onnxruntime
 
 
-def _sample(split: ArraySplit, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``batch`` rows of the split, cycled if the split is smaller."""
+def trace_lengths(split: ArraySplit) -> tuple[int, int]:
+    """The two sequence lengths traced (the second only tells which constants follow the length): odd numbers
+    that no width is likely to equal, within every text feature's ``max_length``."""
+    longest = min((ids.shape[1] for ids in split.sequences), default=0)
+    if longest >= _SECOND_TRACE_LENGTH:
+        return TRACE_LENGTH, _SECOND_TRACE_LENGTH
+    return longest, max(1, longest - 1)
+
+
+def verify_shapes(split: ArraySplit) -> tuple[tuple[int, int | None], ...]:
+    """(batch, length) pairs the export is checked at, none of them the trace's: several batch sizes, and with
+    text features the lengths 1, one between, and ``max_length`` (length None: tabular)."""
+    if not split.sequences:
+        return tuple((batch, None) for batch in VERIFY_BATCHES)
+    longest = min(ids.shape[1] for ids in split.sequences)
+    lengths = sorted({1, max(1, (longest + 1) // 2 + 1), longest} - {trace_lengths(split)[0]} or {longest})
+    return tuple((batch, length) for batch in VERIFY_BATCHES for length in lengths)
+
+
+def _sample(split: ArraySplit, batch: int, length: int | None = None, only: int | None = None) -> tuple:
+    """``batch`` rows of the split (cycled if the split is smaller) as ``forward``'s arguments, token ids cut or
+    padded to exactly ``length`` columns (feature ``only`` alone when given; the others keep the first)."""
     rows = np.arange(batch) % max(len(split), 1)
-    dense = np.ascontiguousarray(np.asarray(split.dense)[rows], np.float32)
-    categorical = np.ascontiguousarray(np.asarray(split.categorical)[rows], np.int64)
-    return torch.from_numpy(dense), torch.from_numpy(categorical)
+    dense, categorical, *sequences = split.rows(rows).model_inputs()
+    if length is not None:
+        first = trace_lengths(split)[0]
+        sequences = [_columns(ids, length if only in (None, i) else first) for i, ids in enumerate(sequences)]
+    return tuple(torch.from_numpy(x) for x in (dense, categorical, *sequences))
 
 
-def _trace(head: nn.Module, split: ArraySplit, batch: int, used: dict[str, int] | None = None) -> onnx.ModelProto:
-    """The legacy exporter's graph of ``head`` traced at ``batch``; ``used`` collects the symbolics that fired."""
-    sample = _sample(split, batch)
+def _columns(ids: np.ndarray, length: int) -> np.ndarray:
+    if ids.shape[1] >= length:
+        return np.ascontiguousarray(ids[:, :length])
+    return np.pad(ids, ((0, 0), (0, length - ids.shape[1])), constant_values=PADDING_ID)
+
+
+def _trace(head: nn.Module, split: ArraySplit, batch: int, used: dict[str, int] | None = None,
+           length: int | None = None, only: int | None = None) -> onnx.ModelProto:  # fmt: skip
+    """The legacy exporter's graph of ``head`` traced at ``batch`` rows (and ``length`` tokens: see
+    :func:`_sample`); ``used`` collects the symbolics that fired."""
+    sample = _sample(split, batch, length if length is not None else _trace_length(split), only)
+    names = input_names(split)
     with tempfile.TemporaryDirectory() as tmp, torch.no_grad(), warnings.catch_warnings(), _no_fast_paths():
         # The tracer warns about Python ints taken from tensors: exactly what the verification below checks.
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         path = Path(tmp) / "model.onnx"
         output = prediction_output(getattr(head, "task", BINARY))
+        axes = {name: {0: "batch"} for name in (*names[:2], output)}
+        axes.update({name: {0: "batch", 1: f"{name}_length"} for name in names[2:]})
         with symbolics.registered(ONNX_OPSET) as fired:
             try:
                 with quiet_exporter():
                     torch.onnx.export(
-                        head, sample, str(path), input_names=[DENSE_INPUT, CATEGORICAL_INPUT], output_names=[output],
-                        dynamic_axes={name: {0: "batch"} for name in (DENSE_INPUT, CATEGORICAL_INPUT, output)},
+                        head, sample, str(path), input_names=list(names), output_names=[output], dynamic_axes=axes,
                         opset_version=ONNX_OPSET, dynamo=False,
                     )  # fmt: skip
             except (torch.onnx.errors.OnnxExporterError, torch.onnx.errors.SymbolicValueError, RuntimeError) as err:
                 raise ExportError(explain(err, head, sample)) from None
         if used is not None:
             used.update(fired)
-        return onnx.load(str(path))
+        return _with_every_input(onnx.load(str(path)), names, sample)
+
+
+def _with_every_input(graph: onnx.ModelProto, names: tuple[str, ...], sample: tuple) -> onnx.ModelProto:
+    """The graph with every input of ``forward``, in order. The exporter drops an input that no node reads (a
+    text model given zero dense columns, say); every consumer feeds all of them, so an unread one stays declared,
+    which ONNX allows."""
+    declared = {i.name: i for i in graph.graph.input}
+    if tuple(declared) == names:
+        return graph
+    inputs = []
+    for name, value in zip(names, sample, strict=True):
+        dims = ["batch", *(d if i else f"{name}_length" for i, d in enumerate(value.shape[1:]))]
+        dtype = onnx.helper.np_dtype_to_tensor_dtype(value.numpy().dtype)
+        inputs.append(declared.get(name) or onnx.helper.make_tensor_value_info(name, dtype, dims))
+    del graph.graph.input[:]
+    graph.graph.input.extend(inputs)
+    return graph
 
 
 @contextlib.contextmanager
@@ -107,24 +160,35 @@ def _no_fast_paths() -> Iterator[None]:
             mha.set_fastpath_enabled(before)
 
 
-def batch_failures(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> dict[int, str]:
-    """Batch size -> what went wrong, for each verification batch where onnxruntime fails or differs."""
+def _trace_length(split: ArraySplit) -> int | None:
+    return trace_lengths(split)[0] if split.sequences else None
+
+
+def input_names(split: ArraySplit) -> tuple[str, ...]:
+    """The graph's inputs: dense, categorical, then one per text feature, by its transformed name."""
+    return (DENSE_INPUT, CATEGORICAL_INPUT, *split.sequence_names)
+
+
+def shape_failures(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> dict:
+    """Where onnxruntime fails or differs from PyTorch: batch size (tabular) or (batch, length) -> what."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    failures = {}
-    for batch in VERIFY_BATCHES:
-        dense, categorical = _sample(split, batch)
+    names = input_names(split)
+    failures: dict = {}
+    for batch, length in verify_shapes(split):
+        key = batch if length is None else (batch, length)
+        inputs = _sample(split, batch, length)
         try:
-            (got,) = session.run(None, {DENSE_INPUT: dense.numpy(), CATEGORICAL_INPUT: categorical.numpy()})
+            (got,) = session.run(None, {name: x.numpy() for name, x in zip(names, inputs, strict=True)})
         except Exception as err:  # onnxruntime names the node that failed
-            failures[batch] = str(err).splitlines()[0][:400]
+            failures[key] = str(err).splitlines()[0][:400]
             continue
         with torch.no_grad():
-            want = head(dense, categorical).numpy()
+            want = head(*inputs).numpy()
         diff = _scaled_diff(want, got.reshape(want.shape)) if got.size == want.size else float("inf")
         if not diff <= _VERIFY_TOLERANCE:
-            failures[batch] = f"output differs from PyTorch by {diff:.3g} (shape {got.shape} vs {want.shape})"
+            failures[key] = f"output differs from PyTorch by {diff:.3g} (shape {got.shape} vs {want.shape})"
     return failures
 
 
@@ -134,36 +198,75 @@ def _scaled_diff(want: np.ndarray, got: np.ndarray) -> float:
 
 
 def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRecipe | None = None) -> ExportReport:
-    """Export ``head`` (the network with its export head) to ``path``, verified at several batch sizes; where
-    the legacy exporter fails and ``recipe`` can rebuild the network, the dynamo exporter is tried."""
+    """Export ``head`` (the network with its export head) to ``path``, verified at several batch sizes (and
+    sequence lengths); where the legacy exporter fails and ``recipe`` can rebuild the network, the dynamo
+    exporter is tried."""
     head = head.eval().cpu()
-    varying = find_nondeterminism(head, _sample(split, VERIFY_BATCHES[-1]))
+    varying = find_nondeterminism(head, _sample(split, VERIFY_BATCHES[-1], _trace_length(split)))
     if varying is not None:
         raise ExportError(varying.describe(type(head.model).__name__))
     used: dict[str, int] = {}
+    shapes = verify_shapes(split)
     try:
         graph = _trace(head, split, TRACE_BATCH, used)
     except ExportError as legacy:
         if recipe is None:
             raise
-        return _save(_dynamo_graph(recipe, head, split, legacy), path, ExportReport((), VERIFY_BATCHES, (), "dynamo"))
-    fired: list[str] = []
-    failures = batch_failures(graph, head, split)
+        graph = _dynamo_graph(recipe, head, split, legacy)
+        return _save(graph, path, ExportReport((), VERIFY_BATCHES, (), "dynamo", shapes))
+    fired: tuple[str, ...] = ()
+    failures = shape_failures(graph, head, split)
     if failures:
-        logger.warning("ONNX export is not dynamic in its batch axis: %s; repairing", failures)
-        second = _trace(head, split, _SECOND_TRACE_BATCH)
-        graph, count = repairs.derive_batch_constants(graph, second, TRACE_BATCH, _SECOND_TRACE_BATCH)
-        fired += [repairs.BATCH_CONSTANTS] if count else []
-        failures = batch_failures(graph, head, split)
+        logger.warning("ONNX export is not dynamic in its batch or length axes: %s; repairing", failures)
+        graph, fired = _repaired(graph, head, split)
+        failures = shape_failures(graph, head, split)
         if failures:
-            raise ExportError(
-                f"the ONNX export only works at the trace batch size {TRACE_BATCH}: {failures}. The model turns a "
-                "value of the traced batch into a Python number that the graph keeps as a constant: the batch size "
-                "(len(x), int(x.shape[0])), or a number computed from tensor values (a Python max() or int() over "
-                f"a tensor, e.g. a one-hot depth); the batch_constants repair could not undo it ({count} constants "
-                "rewritten). Use x.shape[0], reshape with -1, and keep such numbers as tensors."
-            )
-    return _save(graph, path, ExportReport(tuple(fired), VERIFY_BATCHES, tuple(sorted(used))))
+            raise ExportError(_not_dynamic(graph, split, failures, fired))
+    return _save(graph, path, ExportReport(fired, VERIFY_BATCHES, tuple(sorted(used)), "legacy", shapes))
+
+
+def _repaired(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+    """``graph`` with the constants that follow the trace batch, then each text feature's trace length, computed
+    from the inputs' shapes (each found by comparing with a trace at another batch or length)."""
+    fired = []
+    graph, count = repairs.derive_batch_constants(graph, _trace(head, split, _SECOND_TRACE_BATCH), TRACE_BATCH,
+                                                  _SECOND_TRACE_BATCH)  # fmt: skip
+    fired += [repairs.BATCH_CONSTANTS] if count else []
+    first, second = trace_lengths(split)
+    for index, name in enumerate(split.sequence_names if first != second else ()):
+        other, _ = repairs.derive_batch_constants(
+            _trace(head, split, TRACE_BATCH, length=second, only=index),
+            _trace(head, split, _SECOND_TRACE_BATCH, length=second, only=index), TRACE_BATCH, _SECOND_TRACE_BATCH,
+        )  # fmt: skip
+        graph, count = repairs.derive_batch_constants(graph, other, first, second, input_name=name, axis=1)
+        fired += [repairs.LENGTH_CONSTANTS] if count and repairs.LENGTH_CONSTANTS not in fired else []
+    return graph, tuple(fired)
+
+
+def _not_dynamic(graph: onnx.ModelProto, split: ArraySplit, failures: dict, fired: tuple[str, ...]) -> str:
+    """Why the export works only at its trace shape, with the nodes that hold the traced sizes as constants."""
+    length = trace_lengths(split)[0] if split.sequences else None
+    suspects = _nodes_with_constant(graph, [TRACE_BATCH] + ([length] if length else []))
+    where = f" Nodes holding the traced size as a constant: {', '.join(suspects)}." if suspects else ""
+    sizes = f"batch size {TRACE_BATCH}" + (f" and sequence length {length}" if length else "")
+    return (
+        f"the ONNX export only works at the trace {sizes}: {failures}.{where} The model turns a value of the "
+        "trace into a Python number that the graph keeps as a constant: the batch size or length (len(x), "
+        "int(x.shape[0]), int(ids.shape[1])), or a number computed from tensor values (a Python max() or int() "
+        f"over a tensor, e.g. a one-hot depth); the repairs ({', '.join(fired) or 'none fired'}) could not undo it. "
+        "Use x.shape[0] / x.shape[1] as they are, reshape with -1, and keep such numbers as tensors."
+    )
+
+
+def _nodes_with_constant(graph: onnx.ModelProto, values: list[int], limit: int = 3) -> list[str]:
+    """Up to ``limit`` nodes (name and op) fed a small integer constant that contains one of ``values``."""
+    constants = {
+        name
+        for name, value in repairs.graph_constants(graph).items()
+        if np.issubdtype(value.dtype, np.integer) and value.size <= 8 and np.isin(value, values).any()
+    }
+    found = [f"{n.name or n.output[0]} ({n.op_type})" for n in graph.graph.node if constants & set(n.input)]
+    return found[:limit]
 
 
 def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, split: ArraySplit, legacy: ExportError) -> onnx.ModelProto:
@@ -184,7 +287,7 @@ def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, split: ArraySplit, legac
         raise ExportError(f"{legacy} The dynamo exporter fixed the batch size of {', '.join(fixed)} at "
                           f"{TRACE_BATCH}: torch.export specialized it (the model branches on the batch size or "
                           "computes a constant from it).")  # fmt: skip
-    failures = batch_failures(graph, head, split)
+    failures = shape_failures(graph, head, split)
     if failures:
         raise ExportError(f"the dynamo exporter's graph does not match PyTorch: {failures}")
     return graph
@@ -209,13 +312,14 @@ def check_onnx(head: nn.Module, path: Path, split: ArraySplit, batch_size: int =
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     head = head.eval().cpu()
+    names = input_names(split)
+    batch_size = min(batch_size, eval_batch_size(split)) if split.sequences else batch_size
     diff = 0.0
     with torch.no_grad():
         for start in range(0, len(split), batch_size):
-            dense = np.ascontiguousarray(split.dense[start : start + batch_size], np.float32)
-            categorical = np.ascontiguousarray(split.categorical[start : start + batch_size], np.int64)
-            want = head(torch.from_numpy(dense), torch.from_numpy(categorical)).numpy()
-            (got,) = session.run(None, {DENSE_INPUT: dense, CATEGORICAL_INPUT: categorical})
+            inputs = split.model_inputs(slice(start, start + batch_size))
+            want = head(*map(torch.from_numpy, inputs)).numpy()
+            (got,) = session.run(None, dict(zip(names, inputs, strict=True)))
             diff = max(diff, _scaled_diff(want, got.reshape(want.shape)))
     logger.info("ONNX export %s: max |torch - onnxruntime| = %.3g over %s rows", path, diff, len(split))
     return diff

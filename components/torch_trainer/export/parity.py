@@ -2,7 +2,9 @@
 
 Both sides see the same raw tf.Examples: the SavedModel through ``serving_default`` (parse ->
 transform -> converted network), PyTorch on the same rows through ``transform_features``, so
-the comparison covers the full serving path and not just the network. Classification compares every
+the comparison covers the full serving path and not just the network. With text features the rows go in groups
+of equal token counts, so every row is served at its own length, without padding: the gate covers every length
+the split has, as requests of single texts would. Classification compares every
 probability (all K of a multiclass row) absolutely; regression compares predictions relative to their
 scale, max(|y|, mean |y| over the split), since a target in its own units can be in the thousands.
 """
@@ -20,7 +22,8 @@ from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SER
 from torchtfx.components.torch_trainer.features import FeatureLayout, prediction_output
 from torchtfx.components.torch_trainer.materialize import example_batches
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
-from torchtfx.components.torch_trainer.modeling.spec import REGRESSION
+from torchtfx.components.torch_trainer.modeling.spec import PADDING_ID, REGRESSION
+from torchtfx.components.torch_trainer.worker.shards import trim_padding
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +56,28 @@ class ParityReport:
 
 
 def _torch_outputs(net: ExportHead, transformed: dict, layout: FeatureLayout) -> np.ndarray:
-    dense = np.stack([transformed[k].numpy().reshape(-1) for k in layout.dense], axis=1).astype(np.float32)
-    categorical = np.stack([transformed[k].numpy().reshape(-1) for k in layout.embedded], axis=1).astype(np.int64)
+    rows = len(transformed[layout.label])
+    dense = _stacked(transformed, layout.dense, rows, np.float32)
+    categorical = _stacked(transformed, layout.embedded, rows, np.int64)
+    sequences = [trim_padding(transformed[k].astype(np.int64)) for k in layout.sequences]
     with torch.no_grad():
-        return net(torch.from_numpy(dense), torch.from_numpy(categorical)).numpy()
+        return net(*(torch.from_numpy(x) for x in (dense, categorical, *sequences))).numpy()
+
+
+def _stacked(transformed: dict, keys: tuple[str, ...], rows: int, dtype: type) -> np.ndarray:
+    if not keys:
+        return np.zeros((rows, 0), dtype)
+    return np.stack([transformed[k].reshape(-1) for k in keys], axis=1).astype(dtype)
+
+
+def length_groups(transformed: dict, layout: FeatureLayout) -> list[np.ndarray]:
+    """Row indices grouped by their token counts (all rows in one group for a tabular layout)."""
+    rows = len(transformed[layout.label])
+    if not layout.sequences:
+        return [np.arange(rows)]
+    counts = np.stack([(transformed[k] != PADDING_ID).sum(axis=1) for k in layout.sequences], axis=1)
+    _, group = np.unique(counts, axis=0, return_inverse=True)
+    return [np.flatnonzero(group.reshape(-1) == g) for g in range(int(group.max()) + 1)]
 
 
 def relative_to_scale(abs_diff: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -76,10 +97,13 @@ def measure_parity(
     output = prediction_output(layout.task)
     diffs, references = [], []
     for batch in example_batches(raw_split_uri, _BATCH):
-        y_tf = serve(**{EXAMPLES_INPUT: batch})[output].numpy().reshape(-1).astype(np.float64)
-        y_torch = _torch_outputs(net, transform(**{EXAMPLES_INPUT: batch}), layout).reshape(-1).astype(np.float64)
-        diffs.append(np.abs(y_tf - y_torch))
-        references.append(np.abs(y_torch))
+        transformed = {k: v.numpy() for k, v in transform(**{EXAMPLES_INPUT: batch}).items()}
+        for rows in length_groups(transformed, layout):
+            examples = tf.gather(batch, rows)
+            y_tf = serve(**{EXAMPLES_INPUT: examples})[output].numpy().reshape(-1).astype(np.float64)
+            y_torch = _torch_outputs(net, {k: v[rows] for k, v in transformed.items()}, layout)
+            diffs.append(np.abs(y_tf - y_torch.reshape(-1).astype(np.float64)))
+            references.append(np.abs(y_torch.reshape(-1)))
     if not diffs:
         raise ParityError(f"no raw examples in {raw_split_uri} to measure parity on")
     diff, reference = np.concatenate(diffs), np.concatenate(references)

@@ -188,12 +188,14 @@ def reduced_precision_network(onnx_path: Path | str) -> tuple[tf.Module, str]:
 class _SavedNetwork(tf.Module):
     """A network SavedModel (see :func:`_save_network`) behind the translator's calling convention."""
 
-    def __init__(self, saved_dir: str) -> None:
+    def __init__(self, saved_dir: str, input_names: tuple[str, ...]) -> None:
         super().__init__()
         self.saved = tf.saved_model.load(saved_dir)
+        self.input_names = input_names
 
-    def __call__(self, dense: tf.Tensor, categorical: tf.Tensor) -> list[tf.Tensor]:
-        outputs = self.saved.signatures[SERVING_SIGNATURE](**{DENSE_INPUT: dense, CATEGORICAL_INPUT: categorical})
+    def __call__(self, *inputs: tf.Tensor) -> list[tf.Tensor]:
+        signature = self.saved.signatures[SERVING_SIGNATURE]
+        outputs = signature(**dict(zip(self.input_names, inputs, strict=True)))
         return [outputs[f"output_{i}"] for i in range(len(outputs))]
 
 
@@ -201,9 +203,10 @@ def _save_network(network: tf.Module, layout: FeatureLayout, out_dir: str) -> No
     specs = [
         tf.TensorSpec([None, len(layout.dense)], tf.float32, name=DENSE_INPUT),
         tf.TensorSpec([None, len(layout.embedded)], tf.int64, name=CATEGORICAL_INPUT),
+        *(tf.TensorSpec([None, None], tf.int64, name=name) for name in layout.sequences),
     ]
     call = tf.function(
-        lambda dense, categorical: {f"output_{i}": t for i, t in enumerate(network(dense, categorical))},
+        lambda *inputs: {f"output_{i}": t for i, t in enumerate(network(*inputs))},
         input_signature=specs,
         autograph=False,
     )
@@ -224,7 +227,7 @@ def _tf_trt_variant(
     with tempfile.TemporaryDirectory() as tmp:
         _save_network(OnnxGraphModule(_translatable(onnx_path)), layout, f"{tmp}/fp32")
         convert(f"{tmp}/fp32", f"{tmp}/converted")
-        build_serving_model(_SavedNetwork(f"{tmp}/converted"), tft_output, cfg, layout, out_dir)
+        build_serving_model(_SavedNetwork(f"{tmp}/converted", layout.input_names), tft_output, cfg, layout, out_dir)
 
 
 def build_reduced_precision_variant(

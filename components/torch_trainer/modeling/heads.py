@@ -83,8 +83,8 @@ class ExportHead(nn.Module):
     def for_layout(cls, model: nn.Module, layout: FeatureLayout) -> ExportHead:
         return cls(model, layout.task, layout.log1p_target)
 
-    def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
-        scores, _ = split_output(self.model(dense, categorical))
+    def forward(self, dense: torch.Tensor, categorical: torch.Tensor, *sequences: torch.Tensor) -> torch.Tensor:
+        scores, _ = split_output(self.model(dense, categorical, *sequences))
         if self.task == BINARY:
             return torch.sigmoid(scores)
         if self.task == MULTICLASS:

@@ -4,6 +4,11 @@ A factory is called as ``factory(spec, **hparams)`` and returns an ``nn.Module``
 ``forward(dense, categorical)`` takes float32 ``[batch, len(spec.dense_features)]`` and int64
 ``[batch, len(spec.categorical_features)]`` and returns raw scores: logits ``[batch]`` (binary),
 logits ``[batch, num_outputs]`` (multiclass) or predictions ``[batch]`` (regression).
+
+A dataset with text features adds one argument per :class:`SequenceInput` (``spec.sequences``), in order:
+``forward(dense, categorical, *sequences)``, each int64 ``[batch, seq]`` token ids with ``1 <= seq <= max_length``,
+padded per batch at the end with ``padding_id`` (the mask is ``ids != padding_id``). A row may be all padding (an
+empty text); the model must still give finite outputs for it.
 """
 
 from __future__ import annotations
@@ -12,7 +17,23 @@ import dataclasses
 
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
 
-__all__ = ["BINARY", "MULTICLASS", "REGRESSION", "TASKS", "ModelSpec", "embedding_dims"]
+__all__ = ["BINARY", "MULTICLASS", "REGRESSION", "TASKS", "ModelSpec", "SequenceInput", "embedding_dims"]
+
+PADDING_ID = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SequenceInput:
+    """One token-id input: the transformed text feature (also the ONNX input's name) and its id range."""
+
+    name: str
+    vocab_size: int  # ids are in [0, vocab_size): padding, unknown, the vocabulary, then OOV buckets
+    max_length: int
+    padding_id: int = PADDING_ID
+
+    def __post_init__(self) -> None:
+        if self.max_length < 1 or self.vocab_size <= self.padding_id:
+            raise ValueError(f"sequence input {self.name!r} needs max_length >= 1 and vocab_size > padding_id")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,6 +45,7 @@ class ModelSpec:
     cardinalities: tuple[int, ...]
     task: str = BINARY
     num_outputs: int = 1
+    sequences: tuple[SequenceInput, ...] = ()
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -34,6 +56,13 @@ class ModelSpec:
             raise ValueError("a multiclass model needs num_outputs >= 2 (the number of classes)")
         if self.task != MULTICLASS and self.num_outputs != 1:
             raise ValueError(f"a {self.task} model has num_outputs 1, got {self.num_outputs}")
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> ModelSpec:
+        """The spec from ``dataclasses.asdict`` (or its JSON)."""
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+        fields["sequences"] = tuple(SequenceInput(**s) for s in raw.get("sequences", ()))
+        return cls(**fields)
 
     def output_shape(self, batch: int) -> tuple[int, ...]:
         """The shape ``forward`` must return for ``batch`` rows."""

@@ -43,7 +43,7 @@ from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
 from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches, eval_batch_size
 from torchtfx.components.torch_trainer.worker.unused_parameters import (
     find_unused_parameters,
     needs_unused_parameter_search,
@@ -86,7 +86,7 @@ class Trainer:
         self.train_split, self.eval_split = train_split, eval_split
         self.examples_per_epoch = len(train_split) * ctx.world_size  # over all ranks (equal shards)
         self.train_batches = ShardBatches(train_split, hp.batch_size, shuffle=True, seed=hp.seed)
-        self.eval_batches = ShardBatches(eval_split, 8192, shuffle=False, seed=hp.seed)
+        self.eval_batches = ShardBatches(eval_split, eval_batch_size(eval_split), shuffle=False, seed=hp.seed)
         self.optimizer = optimizer
         self.amp = ctx.device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
@@ -161,14 +161,15 @@ class Trainer:
         total = torch.zeros(2, dtype=torch.float64, device=self.ctx.device)
         sync_every = self.hp.sync_steps(self.ctx.device.type)
         local_sgd = sync_every > 1 and self.ctx.world_size > 1
-        for step, (dense, categorical, label) in enumerate(self.train_batches, start=1):
-            dense, categorical, label = (t.to(self.ctx.device, non_blocking=True) for t in (dense, categorical, label))
+        for step, (inputs, label) in enumerate(self.train_batches, start=1):
+            inputs = tuple(t.to(self.ctx.device, non_blocking=True) for t in inputs)
+            label = label.to(self.ctx.device, non_blocking=True)
             self.optimizer.zero_grad(set_to_none=True)
             # no_sync: DDP skips its gradient all-reduce; the ranks are brought together by averaging below.
             with self.model.no_sync() if local_sgd else contextlib.nullcontext():
                 with self.watch.locate(epoch + 1, step, self.ctx.rank):
                     with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
-                        scores, aux_loss = split_output(self.model(dense, categorical))
+                        scores, aux_loss = split_output(self.model(*inputs))
                         loss = self.loss_fn(scores.float(), label)
                         loss = loss if aux_loss is None else loss + aux_loss
                     self.scaler.scale(loss).backward()
@@ -193,8 +194,8 @@ class Trainer:
     def evaluate(self) -> Evaluation:
         """Global eval loss and the task's metrics; every rank gets the same numbers (so the same stop decision)."""
         net = self.model.module.eval()
-        scores = [split_output(net(d.to(self.ctx.device), c.to(self.ctx.device)))[0].float().cpu()
-                  for d, c, _ in self.eval_batches]  # fmt: skip
+        scores = [split_output(net(*(t.to(self.ctx.device) for t in inputs)))[0].float().cpu()
+                  for inputs, _ in self.eval_batches]  # fmt: skip
         gathered: list = [None] * self.ctx.world_size
         local = torch.cat(scores).numpy() if scores else np.zeros((0,), np.float32)
         dist.all_gather_object(gathered, (local, self.eval_split.label))

@@ -29,7 +29,7 @@ DRY_RUN_BATCHES = 4
 
 def find_unused_parameters(
     model: nn.Module,
-    batches: Iterable[tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    batches: Iterable[tuple[tuple[torch.Tensor, ...], torch.Tensor]],
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
     device: torch.device,
 ) -> list[str]:
@@ -37,11 +37,11 @@ def find_unused_parameters(
     probe = copy.deepcopy(model).train()
     unused: set[str] = set()
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        for index, (dense, categorical, label) in enumerate(batches):
+        for index, (inputs, label) in enumerate(batches):
             if index == DRY_RUN_BATCHES:
                 break
             probe.zero_grad(set_to_none=True)
-            scores, aux_loss = split_output(probe(dense.to(device), categorical.to(device)))
+            scores, aux_loss = split_output(probe(*(t.to(device) for t in inputs)))
             loss = loss_fn(scores.float(), label.to(device))
             (loss if aux_loss is None else loss + aux_loss).backward()
             unused |= {n for n, p in probe.named_parameters() if p.requires_grad and p.grad is None}

@@ -60,21 +60,21 @@ def test_shards_are_disjoint_and_equal_for_training():
 
 def test_batches_reshuffle_per_epoch_and_reproducibly():
     batches = ShardBatches(_split(64), batch_size=16, shuffle=True, seed=3)
-    first = lambda: next(iter(batches))[2].clone()  # noqa: E731
+    first = lambda: next(iter(batches))[1].clone()  # noqa: E731
     batches.set_epoch(0)
-    a = next(iter(batches))[0].clone()
+    a = next(iter(batches))[0][0].clone()
     batches.set_epoch(1)
-    b = next(iter(batches))[0].clone()
+    b = next(iter(batches))[0][0].clone()
     batches.set_epoch(0)
-    assert torch.equal(a, next(iter(batches))[0]) and not torch.equal(a, b)
+    assert torch.equal(a, next(iter(batches))[0][0]) and not torch.equal(a, b)
     assert len(batches) == 4 and first().shape == (16,)
 
 
 def test_training_batches_never_end_in_a_single_row():
     """BatchNorm raises on a one-row training batch; the shuffle moves another row there each epoch."""
     batches = ShardBatches(_split(33), batch_size=16, shuffle=True, seed=0)
-    assert [len(b[2]) for b in batches] == [16, 16] and len(batches) == 2
-    assert [len(b[2]) for b in ShardBatches(_split(33), batch_size=16, shuffle=False, seed=0)] == [16, 16, 1]
+    assert [len(label) for _, label in batches] == [16, 16] and len(batches) == 2
+    assert [len(label) for _, label in ShardBatches(_split(33), batch_size=16, shuffle=False, seed=0)] == [16, 16, 1]
 
 
 def test_auc_matches_definition():

@@ -24,7 +24,7 @@ from torchtfx.components.converter.translator import (
     unsupported_ops,
 )
 from torchtfx.components.torch_trainer.export.convert import convert_onnx, run_onnx2tf
-from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH, _trace, batch_failures, export_onnx
+from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH, _trace, export_onnx, shape_failures
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
@@ -60,11 +60,11 @@ def _translated_diff(graph: onnx.ModelProto, head: ExportHead, split: ArraySplit
 def test_a_batch_read_with_len_is_baked_by_the_exporter_and_repaired(tmp_path):
     head, split = _head(bridge_models.batch_from_len), _split()
     raw = _trace(head, split, TRACE_BATCH)
-    assert set(batch_failures(raw, head, split)) == {1, 7}  # the declared dynamic axis is false
+    assert set(shape_failures(raw, head, split)) == {1, 7}  # the declared dynamic axis is false
     report = export_onnx(head, split, tmp_path / "model.onnx")
     assert report.repairs == (repairs.BATCH_CONSTANTS,)
     graph = onnx.load(str(tmp_path / "model.onnx"))
-    assert not batch_failures(graph, head, split)
+    assert not shape_failures(graph, head, split)
     assert _translated_diff(graph, head, split) <= 1e-5
 
 
