@@ -24,7 +24,7 @@ from torch import nn
 
 from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
 from torchtfx.components.torch_trainer.modeling.heads import ModelOutputError, split_output
-from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec, SequenceInput
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 
 logger = logging.getLogger(__name__)
@@ -144,21 +144,38 @@ def build_model(config: ModelConfig, spec: ModelSpec) -> nn.Module:
     return model
 
 
+def check_inputs(spec: ModelSpec, batch: int) -> tuple[torch.Tensor, ...]:
+    """A batch of ``forward``'s arguments: zeros for the tabular inputs, and token ids for each text feature
+    where the last row is an empty text (all padding) and the others are of different lengths."""
+    dense = torch.zeros(batch, len(spec.dense_features))
+    categorical = torch.zeros(batch, len(spec.categorical_features), dtype=torch.int64)
+    sequences = []
+    for seq in spec.sequences:
+        length = min(seq.max_length, 5)
+        ids = torch.arange(batch * length).reshape(batch, length) % max(1, seq.vocab_size - 1) + 1
+        used = torch.arange(length)[None, :] < torch.linspace(length, 0, batch).round()[:, None]
+        sequences.append(torch.where(used, ids, seq.padding_id).to(torch.int64))
+    return (dense, categorical, *sequences)
+
+
+def _signature(spec: ModelSpec) -> str:
+    text = "".join(f", {s.name} int64 [batch, <= {s.max_length}]" for s in spec.sequences)
+    return (f"forward(dense float32 [batch, {len(spec.dense_features)}], categorical int64 [batch, "
+            f"{len(spec.categorical_features)}]{text})")  # fmt: skip
+
+
 def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
-    """Run a tiny batch through ``forward(dense, categorical)`` and check what comes back."""
-    dense = torch.zeros(_CHECK_BATCH, len(spec.dense_features))
-    categorical = torch.zeros(_CHECK_BATCH, len(spec.categorical_features), dtype=torch.int64)
+    """Run a tiny batch through ``forward(dense, categorical, *sequences)`` and check what comes back."""
+    inputs = check_inputs(spec, _CHECK_BATCH)
     was_training = model.training
     try:
         with torch.no_grad(), _no_exit(name, "in the model's forward"):
-            out = model.eval()(dense, categorical)
+            out = model.eval()(*inputs)
     except ModelConfigError:  # the forward exited
         raise
     except Exception as err:
         raise ModelConfigError(
-            f"model {name!r} failed on a batch of {_CHECK_BATCH}: forward(dense float32 [batch, "
-            f"{len(spec.dense_features)}], categorical int64 [batch, {len(spec.categorical_features)}]) "
-            f"raised {type(err).__name__}: {err}"
+            f"model {name!r} failed on a batch of {_CHECK_BATCH}: {_signature(spec)} raised {type(err).__name__}: {err}"
         ) from err
     finally:
         model.train(was_training)
@@ -166,7 +183,7 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
         out, _ = split_output(out)
     except ModelOutputError as err:
         raise ModelConfigError(f"model {name!r}: {err}") from None
-    varying = find_nondeterminism(model, (dense, categorical))
+    varying = find_nondeterminism(model, inputs)
     if varying is not None:
         raise ModelConfigError(varying.describe(name))
     expected = spec.output_shape(_CHECK_BATCH)
@@ -181,7 +198,12 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
 
 
 def provisional_spec(
-    dense: tuple[str, ...], categorical: tuple[str, ...], task: str = BINARY, num_outputs: int = 1
+    dense: tuple[str, ...],
+    categorical: tuple[str, ...],
+    task: str = BINARY,
+    num_outputs: int = 1,
+    sequences: tuple[SequenceInput, ...] = (),
 ) -> ModelSpec:
-    """A spec to check a factory before Transform has counted the vocabularies (cardinality 2 each)."""
-    return ModelSpec(dense, categorical, tuple(2 for _ in categorical), task, num_outputs)
+    """A spec to check a factory before Transform has counted the vocabularies (cardinality 2 each; text
+    features with their vocabulary's upper bound)."""
+    return ModelSpec(dense, categorical, tuple(2 for _ in categorical), task, num_outputs, sequences)
