@@ -169,6 +169,6 @@ def build_eval_config(dataset: DatasetConfig, gates: GateConfig) -> tfma.EvalCon
         spec.example_weight_key = dataset.label_weight_key
     return tfma.EvalConfig(
         model_specs=[spec],
-        slicing_specs=[OVERALL] + [tfma.SlicingSpec(feature_keys=list(s)) for s in dataset.slices],
+        slicing_specs=[OVERALL] + [tfma.SlicingSpec(feature_keys=list(s)) for s in dataset.evaluation_slices],
         metrics_specs=build_metrics_specs(dataset, gates),
     )

@@ -25,6 +25,7 @@ from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
+from torchtfx.data.config.text import TextFeature, length_bucket_key, schema_problems, text_vocabulary_name
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DATASETS_DIR = PROJECT_ROOT / "data" / "datasets"
@@ -118,6 +119,7 @@ class DatasetConfig(_DatasetSection):
     dense: tuple[str, ...]
     categorical: tuple[str, ...]
     bucketized: dict[str, int]
+    text: dict[str, TextFeature] = {}
     label: LabelRule
     split: Split
     slices: tuple[tuple[str, ...], ...]
@@ -141,28 +143,55 @@ class DatasetConfig(_DatasetSection):
     _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
     _known_task = one_of("task", TASKS, "task")
 
+    @pydantic.model_serializer(mode="wrap")
+    def _without_empty_text(self, handler: pydantic.SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A dataset without text features writes the JSON it wrote before they existed: Transform's cache key
+        (the JSON is an execution property) and the compiled Kubeflow spec stay as they were."""
+        data = handler(self)
+        if not self.text:
+            data.pop("text", None)
+        return data
+
     @pydantic.model_validator(mode="after")
     def _consistent(self) -> DatasetConfig:
         names = self.raw_feature_columns
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        problems = []
-        if duplicates:
-            problems.append(f"features listed more than once: {', '.join(duplicates)}")
+        problems = self._overlaps()
         if not names:
-            problems.append("no features configured (dense, categorical or bucketized)")
+            problems.append("no features configured (dense, categorical, bucketized or text)")
         if self.label.column in names:
             problems.append(f"label column {self.label.column!r} is also a feature (label leak)")
         bad_buckets = {k: v for k, v in self.bucketized.items() if v < 2}
         if bad_buckets:
             problems.append(f"bucket counts must be integers >= 2, got {bad_buckets!r}")
+        sliceable = names + tuple(length_bucket_key(k) for k in self.text)
         for slice_keys in self.slices:
-            unknown = [k for k in slice_keys if k not in names]
+            unknown = [k for k in slice_keys if k not in sliceable]
             if unknown:
                 problems.append(f"slice {list(slice_keys)} names unknown features {unknown}")
         problems += self.label.problems_for(self.task) + self.gates.problems_for(self.task)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _overlaps(self) -> list[str]:
+        """A column listed under two kinds (or twice under one), and Transform vocabularies that share a file."""
+        kinds = {"dense": self.dense, "categorical": self.categorical, "bucketized": tuple(self.bucketized),
+                 "text": tuple(self.text)}  # fmt: skip
+        listed: dict[str, list[str]] = {}
+        for kind, keys in kinds.items():
+            for key in keys:
+                listed.setdefault(key, []).append(kind)
+        twice = {k: v for k, v in listed.items() if len(v) > 1}
+        problems = []
+        if twice:
+            where = ", ".join(f"{k} ({' and '.join(v)})" for k, v in sorted(twice.items()))
+            problems.append(f"features listed more than once: {where}; list each column under one kind")
+        vocabularies = [text_vocabulary_name(k) for k in self.text]
+        clash = sorted(set(vocabularies) & (set(self.categorical) | {self.label_vocabulary}))
+        if clash:
+            problems.append(f"the text vocabularies {clash} have the names of categorical vocabularies; rename the "
+                            "categorical column or the text column")  # fmt: skip
+        return problems
 
     @property
     def embedded_features(self) -> tuple[str, ...]:
@@ -174,7 +203,14 @@ class DatasetConfig(_DatasetSection):
 
     @property
     def raw_feature_columns(self) -> tuple[str, ...]:
-        return self.dense + self.categorical + tuple(self.bucketized)
+        return self.dense + self.categorical + tuple(self.bucketized) + tuple(self.text)
+
+    @property
+    def evaluation_slices(self) -> tuple[tuple[str, ...], ...]:
+        """The Evaluator's slices besides the overall one: the configured ones, then one per text feature by its
+        token count (:func:`length_bucket_key`), unless the config lists that one already."""
+        added = tuple((length_bucket_key(k),) for k in sorted(self.text))
+        return self.slices + tuple(s for s in added if s not in self.slices)
 
     @property
     def label_key(self) -> str:
@@ -226,6 +262,7 @@ class _Features(_DatasetSection):
     dense: tuple[str, ...] = ()  # z-scored floats
     categorical: tuple[str, ...] = ()  # vocabulary + OOV buckets -> embedding
     bucketized: dict[str, int] = {}  # quantile buckets -> embedding
+    text: dict[str, TextFeature] = {}  # tokens -> ids [max_length] (data/config/text.py)
 
 
 class _Vocabulary(_DatasetSection):
@@ -298,6 +335,7 @@ class DatasetFile(_DatasetSection):
             dense=features.dense,
             categorical=features.categorical,
             bucketized=features.bucketized,
+            text=features.text,
             label=self.label,
             split=self.split,
             slices=self.slices,
@@ -340,4 +378,7 @@ def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
         raise DatasetConfigError(f"{path}: {err}") from None
     if not cfg.schema_path.is_file():
         raise DatasetConfigError(f"{path}: schema file {cfg.schema_path} does not exist")
+    problems = schema_problems(cfg.schema_path, tuple(cfg.text))  # the schema parsed in resolve()
+    if problems:
+        raise DatasetConfigError(f"{path}: " + "; ".join(problems))
     return cfg
