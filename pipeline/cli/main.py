@@ -168,7 +168,8 @@ def cli(verbose: bool) -> None:
 @click.option(
     "--model",
     "model_factory",
-    help="Model factory: mlp, resnet, dcn, ft_transformer, package.module:function or path/to/file.py:function "
+    help="Model factory: mlp, resnet, dcn, ft_transformer, with text features text_transformer, text_moe, text_cnn; "
+    "package.module:function or path/to/file.py:function "
     "[default: the dataset YAML's model, else mlp].",
 )
 @click.option(

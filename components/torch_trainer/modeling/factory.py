@@ -30,7 +30,9 @@ from torchtfx.data.config.model import ModelConfig, ModelConfigError
 logger = logging.getLogger(__name__)
 
 _ZOO_PACKAGE = "torchtfx.components.torch_trainer.modeling.zoo"
-ZOO = ("mlp", "resnet", "dcn", "ft_transformer")
+TABULAR_ZOO = ("mlp", "resnet", "dcn", "ft_transformer")
+TEXT_ZOO = ("text_transformer", "text_moe", "text_cnn")  # they read a dataset's text features (spec.sequences)
+ZOO = TABULAR_ZOO + TEXT_ZOO
 _CHECK_BATCH = 3
 
 
@@ -174,8 +176,13 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
     except ModelConfigError:  # the forward exited
         raise
     except Exception as err:
+        hint = ""
+        if spec.sequences and isinstance(err, TypeError) and "positional argument" in str(err):
+            hint = (f"; the dataset has text features, so forward also takes their token ids: choose a text model "
+                    f"({', '.join(TEXT_ZOO)}) or write forward(dense, categorical, *sequences)")  # fmt: skip
         raise ModelConfigError(
-            f"model {name!r} failed on a batch of {_CHECK_BATCH}: {_signature(spec)} raised {type(err).__name__}: {err}"
+            f"model {name!r} failed on a batch of {_CHECK_BATCH}: {_signature(spec)} raised {type(err).__name__}: "
+            f"{err}{hint}"
         ) from err
     finally:
         model.train(was_training)

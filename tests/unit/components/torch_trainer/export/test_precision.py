@@ -30,7 +30,7 @@ from torchtfx.components.torch_trainer.export.precision import (
     measure_drift,
     reduced_precision_network,
 )
-from torchtfx.components.torch_trainer.modeling.factory import ZOO, build_model
+from torchtfx.components.torch_trainer.modeling.factory import TABULAR_ZOO, build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
@@ -230,7 +230,7 @@ def _outputs(network: tf.Module, split: ArraySplit) -> np.ndarray:
     return fn(split.dense, split.categorical).numpy()
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", TABULAR_ZOO)  # the text models' float16 routing: test_routing.py
 def test_the_float16_network_of_each_zoo_model_runs_and_stays_close_to_fp32(tmp_path, name):
     torch.manual_seed(0)
     split = _split(SPEC)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, load_factory
-from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, SequenceInput
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 from torchtfx.pipeline.model_choice import parse_model_hparams
 
@@ -109,7 +109,7 @@ def test_an_output_of_the_wrong_shape_names_the_shape_expected(tmp_path):
     [
         ("no_such_package.models:build", r"could not be imported: ModuleNotFoundError"),
         ("/nowhere/model.py:build", r"file /nowhere/model.py does not exist"),
-        ("tabnet", r"is not a zoo model \(mlp, resnet, dcn, ft_transformer\)"),
+        ("tabnet", r"is not a zoo model \(mlp, resnet, dcn, ft_transformer, text_transformer, text_moe, text_cnn\)"),
     ],
 )
 def test_a_factory_that_cannot_be_found_is_refused(factory, message):
@@ -226,3 +226,9 @@ def test_a_factory_that_exits_in_the_trainer_fails_the_training(exiting_file, tm
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, num_workers=1, model=model)
     with pytest.raises(TrainingFailedError, match=r"exiting\.py:exits_in_training' called sys\.exit\(0\) while buil"):
         run_in_process(job, tmp_path / "train.log")
+
+
+def test_a_tabular_model_on_a_dataset_with_text_features_is_refused_naming_the_text_models():
+    spec = ModelSpec(("a",), ("b",), (3,), sequences=(SequenceInput("text_xf", 50, 16),))
+    with pytest.raises(ModelConfigError, match=r"text_xf int64 \[batch, <= 16\].*choose a text model \(text_"):
+        build_model(ModelConfig(factory="mlp"), spec)
