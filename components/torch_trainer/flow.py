@@ -25,7 +25,10 @@ from torchtfx.components.torch_trainer.export.precision import (
     PrecisionVariantError,
     build_reduced_precision_variant,
     measure_drift,
+    routes,
+    routing_drift,
 )
+from torchtfx.components.torch_trainer.export.routing import RoutingReport
 from torchtfx.components.torch_trainer.export.warmup import raw_examples, write_warmup_requests
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
@@ -174,7 +177,7 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     model = load_torch_model(export_dir, layout, request.hparams)
     parity = measure_parity(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance)
     seconds["parity"] = time.perf_counter() - tick
-    precision = _finish_serving_model(request, tft_output, layout, export_dir, parity, seconds)
+    precision = _finish_serving_model(request, tft_output, layout, export_dir, data_dir, parity, seconds)
     if result.mlflow_run_id:
         tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
         metrics = {
@@ -188,14 +191,14 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     return TrainOutcome(result, parity, layout, seconds, converted, precision, refused)
 
 
-def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path,
+def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path, data_dir: Path,
                           parity: ParityReport, seconds: dict[str, float]) -> PrecisionOutcome:  # fmt: skip
     """After FP32 parity: the reduced-precision variant (if asked for and within the drift limits), then the
     warmup requests and the MLflow Model, both of the final Format-Serving. Nothing for a model that failed."""
     if not parity.passed:
         return FP32
     tick = time.perf_counter()
-    precision = reduced_precision(request, tft_output, layout, export_dir)  # the gate compares with FP32
+    precision = reduced_precision(request, tft_output, layout, export_dir, data_dir)  # the gate compares with FP32
     seconds["precision"] = time.perf_counter() - tick
     tick = time.perf_counter()
     write_warmup_requests(request.serving_dir, request.raw_eval_uri, (request.dataset.label.column,))
@@ -215,9 +218,11 @@ def _save_mlflow_model(request: TrainRequest, export_dir: Path) -> None:
                       request.hparams.to_json(), examples, Path(request.work_dir) / "mlflow_model")  # fmt: skip
 
 
-def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path) -> PrecisionOutcome:
+def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path,
+                      data_dir: Path) -> PrecisionOutcome:  # fmt: skip
     """With ``serving.precision: fp16``, build the variant, measure it against the FP32 SavedModel on the
-    eval split, and swap it into ``Format-Serving`` only when every drift figure is within its limit."""
+    eval split (raw examples; a routed model's top-k expert choices also on the materialized split,
+    ``data_dir/eval``), and swap it into ``Format-Serving`` only when every drift figure is within its limit."""
     serving = request.hparams.serving
     if serving.precision == "fp32":
         return FP32
@@ -229,8 +234,9 @@ def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, 
     except PrecisionVariantError as err:
         logger.warning("No %s variant (%s); serving the FP32 model", serving.precision, err)
         return PrecisionOutcome(serving.precision, "fp32", reason=str(err))
+    routing = _routing(request, tft_output, layout, export_dir / contracts.ONNX_FILE, data_dir)
     drift = measure_drift(request.serving_dir, str(variant_dir), request.raw_eval_uri, layout.task,
-                          serving.drift_limits, method)  # fmt: skip
+                          serving.drift_limits, method, routing)  # fmt: skip
     logger.info("Precision drift of the %s variant vs FP32: %s", serving.precision, drift.summary())
     if not drift.passed:
         reason = "refused by the drift gate: " + "; ".join(drift.violations)
@@ -243,6 +249,20 @@ def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, 
                        method)  # fmt: skip
     _swap_in(variant_dir, Path(request.serving_dir))
     return PrecisionOutcome(serving.precision, serving.precision, drift, "within the drift limits")
+
+
+def _routing(request: TrainRequest, tft_output, layout: FeatureLayout, onnx_path: Path,
+             data_dir: Path) -> RoutingReport | None:  # fmt: skip
+    """FP32 vs FP16 top-k expert choices of a routed graph (None: no TopK) on the materialized eval split. A
+    multi-node run's arrays went with its staging folder after training: they are written again to scratch."""
+    if not routes(onnx_path):
+        return None
+    eval_dir = data_dir / "eval"
+    if not eval_dir.is_dir():
+        local = Path(request.work_dir) / "routing-arrays"
+        materialize({"eval": request.transformed_uris["eval"]}, layout, tft_output.transformed_feature_spec(), local)
+        eval_dir = local / "eval"
+    return routing_drift(onnx_path, eval_dir)
 
 
 def _swap_in(variant_dir: Path, serving_dir: Path) -> None:

@@ -5,7 +5,8 @@ is translated once more with every float in float16 (``OnnxGraphModule(compute_d
 rounds the way FP16 serving does and runs on CPU, so the gate can be measured anywhere. Either way the
 variant gets the FP32 model's signatures (:func:`convert.build_serving_model`); both SavedModels then run
 on every raw example of the eval split, and the variant is served only when each figure is within its
-:class:`DriftLimits`.
+:class:`DriftLimits`. A routed model (a mixture of experts: TopK nodes in the graph) is also judged on how often
+its top-k expert choices change (:mod:`.routing`).
 
 TF-TRT in this TF (2.16.2 pip wheel): ``tf.sysconfig.get_build_info()`` says ``is_tensorrt_build: True``
 (linked against TensorRT 8.6.1) and ``tf.experimental.tensorrt.Converter`` exists, but TensorRT itself
@@ -36,9 +37,11 @@ from torchtfx.components.converter.translator import (
 )
 from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, build_serving_model
 from torchtfx.components.torch_trainer.export.parity import relative_to_scale
+from torchtfx.components.torch_trainer.export.routing import RoutingReport, measure_routing, routing_nodes
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, FeatureLayout, prediction_output
 from torchtfx.components.torch_trainer.materialize import example_batches
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 from torchtfx.data.config.serving import DriftLimits
 
 logger = logging.getLogger(__name__)
@@ -67,6 +70,10 @@ class DriftReport:
     max_relative_error: float  # regression: max |Δ| / max(|y_fp32|, mean |y_fp32|) (0 for other tasks)
     non_finite: int  # variant outputs that are inf or NaN where FP32's are finite (float16 overflow)
     limits: DriftLimits
+    # Routed models (TopK in the graph): top-k expert choices on the eval split, and those that change (0: no router)
+    routing_decisions: int = 0
+    routing_flips: int = 0
+    routing_flip_rate: float = 0.0
     violations: tuple[str, ...] = ()  # one sentence per exceeded limit, naming figure and limit
 
     @property
@@ -74,9 +81,18 @@ class DriftReport:
         return not self.violations
 
     def gated(self) -> list[tuple[bool, str]]:
-        """(exceeded, sentence naming figure and limit) per figure the task is judged on. Regression is
-        judged relative to the predictions' scale only: an absolute limit in the target's units (a fare in
-        dollars, a price in thousands) means nothing across datasets."""
+        """(exceeded, sentence naming figure and limit) per figure the model is judged on: the task's, then the
+        routing flip rate where the graph routes. Regression is judged relative to the predictions' scale only:
+        an absolute limit in the target's units (a fare in dollars, a price in thousands) means nothing across
+        datasets."""
+        figures = self._task_gated()
+        if self.routing_decisions:
+            rate, limit = self.routing_flip_rate, self.limits.max_routing_flip_rate
+            text = f"routing: {self.routing_flips} of {self.routing_decisions} top-k expert choices change"
+            figures.append((rate > limit, f"{text} ({_pct(rate)}, limit {_pct(limit)})"))
+        return figures
+
+    def _task_gated(self) -> list[tuple[bool, str]]:
         lim, n = self.limits, self.examples
         overflow = f" ({self.non_finite} outputs not finite in {self.precision})" if self.non_finite else ""
         if self.task == REGRESSION:
@@ -103,8 +119,10 @@ class DriftReport:
         return f"{head}: {'; '.join(figures)}: {verdict}"
 
     def to_metrics(self) -> dict[str, float]:
-        """The task's figures for MLflow, keys prefixed with the precision (``fp16_flip_rate``)."""
+        """The task's figures for MLflow, keys prefixed with the precision (``fp16_flip_rate``), and the routing
+        ones (``fp16_routing_flip_rate``) where the graph routes."""
         names = ["examples", "max_abs_diff", "mean_abs_diff", "non_finite", *_TASK_FIGURES[self.task]]
+        names += _ROUTING_FIGURES if self.routing_decisions else []
         metrics = {name: float(getattr(self, name)) for name in names}
         return {f"{self.precision}_{name}": value for name, value in {**metrics, "passed": self.passed}.items()}
 
@@ -119,18 +137,18 @@ _TASK_FIGURES = {
     MULTICLASS: ["top1_changes", "top1_change_rate"],
     REGRESSION: ["max_relative_error"],
 }
+_ROUTING_FIGURES = ["routing_decisions", "routing_flips", "routing_flip_rate"]
 
 
 def _pct(rate: float) -> str:
     return f"{100 * rate:.2g}%" if 0 < rate < 1e-4 else f"{rate:.2%}"
 
 
-def drift_figures(
-    reference: np.ndarray, variant: np.ndarray, task: str, limits: DriftLimits, method: str
-) -> DriftReport:
+def drift_figures(reference: np.ndarray, variant: np.ndarray, task: str, limits: DriftLimits, method: str,
+                  routing: RoutingReport | None = None) -> DriftReport:  # fmt: skip
     """The variant's drift from the FP32 reference, in float64: probabilities ``[n]`` (binary), ``[n, K]``
     (multiclass) or predictions ``[n]`` (regression). A non-finite variant output counts as an infinite
-    difference."""
+    difference. ``routing``: the top-k expert choices' figures (:func:`routing_drift`; None: no router)."""
     if task not in _TASK_FIGURES:
         raise ValueError(f"unknown task {task!r}")
     ref, var = np.asarray(reference, np.float64), np.asarray(variant, np.float64)
@@ -151,7 +169,8 @@ def drift_figures(
         PRECISION, method, task, examples, max_abs_diff=float(diff.max()), mean_abs_diff=float(diff.mean()),
         flips=flips, flip_rate=flips / examples, top1_changes=changes, top1_change_rate=changes / examples,
         max_relative_error=relative, non_finite=int(np.count_nonzero(~np.isfinite(var) & np.isfinite(ref))),
-        limits=limits,
+        limits=limits, routing_decisions=routing.decisions if routing else 0,
+        routing_flips=routing.changed if routing else 0, routing_flip_rate=routing.rate if routing else 0.0,
     )  # fmt: skip
     return dataclasses.replace(report, violations=tuple(text for exceeded, text in report.gated() if exceeded))
 
@@ -257,10 +276,26 @@ def build_reduced_precision_variant(
     return method
 
 
-def measure_drift(
-    fp32_dir: str, variant_dir: str, raw_split_uri: str, task: str, limits: DriftLimits, method: str
-) -> DriftReport:
-    """Both SavedModels' ``serving_default`` on every raw example of the split, compared."""
+def routes(onnx_path: Path | str) -> bool:
+    """Whether the graph routes (has TopK nodes), so that :func:`routing_drift` has figures to measure."""
+    return bool(routing_nodes(onnx.load(str(onnx_path))))
+
+
+def routing_drift(onnx_path: Path | str, eval_dir: Path | str) -> RoutingReport | None:
+    """FP32 vs float16 top-k expert choices of the graph on the materialized eval split in ``eval_dir``
+    (:mod:`.routing`); None for a graph without TopK. Measured with the float16 translation whichever method
+    built the variant (TF-TRT keeps no router output to compare)."""
+    report = measure_routing(_translatable(onnx_path), ArraySplit.load(Path(eval_dir)))
+    if report:
+        logger.info("FP16 routing: %s of %s top-k expert choices change over %s TopK node(s)", report.changed,
+                    report.decisions, report.nodes)  # fmt: skip
+    return report
+
+
+def measure_drift(fp32_dir: str, variant_dir: str, raw_split_uri: str, task: str, limits: DriftLimits, method: str,
+                  routing: RoutingReport | None = None) -> DriftReport:  # fmt: skip
+    """Both SavedModels' ``serving_default`` on every raw example of the split, compared; ``routing`` (from
+    :func:`routing_drift`) joins the figures."""
     models = [tf.saved_model.load(str(d)) for d in (fp32_dir, variant_dir)]  # kept alive for their signatures
     serves = [m.signatures[SERVING_SIGNATURE] for m in models]
     output, outputs = prediction_output(task), ([], [])
@@ -269,6 +304,6 @@ def measure_drift(
             found.append(serve(**{EXAMPLES_INPUT: batch})[output].numpy())
     if not outputs[0]:
         raise ValueError(f"no raw examples in {raw_split_uri} to measure the {PRECISION} drift on")
-    report = drift_figures(np.concatenate(outputs[0]), np.concatenate(outputs[1]), task, limits, method)
+    report = drift_figures(np.concatenate(outputs[0]), np.concatenate(outputs[1]), task, limits, method, routing)
     logger.info("Precision drift gate: %s", report.summary())
     return report

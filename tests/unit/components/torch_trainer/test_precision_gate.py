@@ -34,6 +34,12 @@ def _fp32_model(tiny, model: nn.Module, root):
     return root / "export"
 
 
+def _arrays(tiny, root):
+    """The Trainer's materialized splits (only eval is read, and only for a routed model's figures)."""
+    tiny.arrays.save(root / "arrays" / "eval")
+    return root / "arrays"
+
+
 def test_the_default_model_s_fp16_variant_is_measured_on_every_eval_row_and_served(tiny_taxi, tmp_path):
     torch.manual_seed(0)
     model = mlp.build(tiny_taxi.layout.model_spec(), hidden_units=(32, 16), dropout=0.0, max_embedding_dim=8)
@@ -45,7 +51,7 @@ def test_the_default_model_s_fp16_variant_is_measured_on_every_eval_row_and_serv
     before = helpers.tree_digest(tmp_path / "Format-Serving")
 
     outcome = flow.reduced_precision(_request(tiny_taxi, tmp_path, "fp16"), tiny_taxi.tft_output, tiny_taxi.layout,
-                                     export_dir)  # fmt: skip
+                                     export_dir, _arrays(tiny_taxi, tmp_path))  # fmt: skip
 
     drift = outcome.drift
     print("default mlp fp16:", drift.summary())
@@ -59,6 +65,7 @@ def test_the_default_model_s_fp16_variant_is_measured_on_every_eval_row_and_serv
     p32 = fp32.signatures["serving_default"](examples=tf.constant(rows))["probabilities"].numpy()
     assert p16.dtype == np.float32 and np.abs(p16 - p32).max() <= drift.max_abs_diff + 1e-7
     assert '"served": "fp16"' in outcome.to_json() and "fp16_flip_rate" in drift.to_metrics()
+    assert drift.routing_decisions == 0 and "routing" not in drift.summary()  # an MLP routes nothing
 
 
 def test_a_precision_sensitive_model_is_refused_with_its_flip_count_and_fp32_stays(tiny_taxi, tmp_path, caplog):
@@ -67,7 +74,7 @@ def test_a_precision_sensitive_model_is_refused_with_its_flip_count_and_fp32_sta
     before = helpers.tree_digest(tmp_path / "Format-Serving")
 
     outcome = flow.reduced_precision(_request(tiny_taxi, tmp_path, "fp16"), tiny_taxi.tft_output, tiny_taxi.layout,
-                                     export_dir)  # fmt: skip
+                                     export_dir, _arrays(tiny_taxi, tmp_path))  # fmt: skip
 
     print(outcome.reason)
     assert outcome.served == "fp32" and not outcome.drift.passed
@@ -80,7 +87,7 @@ def test_a_precision_sensitive_model_is_refused_with_its_flip_count_and_fp32_sta
 
 def test_fp32_asks_for_nothing(tiny_taxi, tmp_path):
     outcome = flow.reduced_precision(_request(tiny_taxi, tmp_path, "fp32"), tiny_taxi.tft_output, tiny_taxi.layout,
-                                     tmp_path)  # fmt: skip
+                                     tmp_path, tmp_path / "arrays")  # fmt: skip
     assert outcome == flow.FP32 and not (tmp_path / "work").exists()
 
 
