@@ -66,16 +66,18 @@ def graph_constants(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     return values
 
 
-def _batch_multiples(a: np.ndarray, b: np.ndarray, batch_a: int, batch_b: int) -> np.ndarray | None:
-    """Per element k where ``a == k * batch_a`` and ``b == k * batch_b`` (0 where equal), else None."""
+def _size_multiples(a: np.ndarray, b: np.ndarray, size_a: int, size_b: int) -> np.ndarray | None:
+    """Per element the k where ``a == k * size_a + c`` and ``b == k * size_b + c`` for one integer c (0 where
+    ``a == b``), else None: a constant that follows the traced size, offset included (a [CLS] token in front of
+    the sequence makes the attention's reshape hold length + 1)."""
     if a.shape != b.shape or a.dtype != b.dtype or not np.issubdtype(a.dtype, np.integer) or np.array_equal(a, b):
         return None
     differs = a != b
-    k_a, k_b = a // batch_a, b // batch_b
-    ok = (a % batch_a == 0) & (b % batch_b == 0) & (k_a == k_b) & (k_a != 0)
+    step = (a.astype(np.int64) - b.astype(np.int64)), size_a - size_b
+    ok = step[0] % step[1] == 0
     if not np.all(ok[differs]):
         return None
-    return np.where(differs, k_a, 0).astype(a.dtype)
+    return np.where(differs, step[0] // step[1], 0).astype(a.dtype)
 
 
 def derive_batch_constants(
@@ -97,7 +99,7 @@ def derive_batch_constants(
     a_values, b_values = graph_constants(first), graph_constants(second)
     multiples = {}
     for name, a in a_values.items():
-        k = _batch_multiples(a, b_values[name], batch_first, batch_second) if name in b_values else None
+        k = _size_multiples(a, b_values[name], batch_first, batch_second) if name in b_values else None
         if k is not None:
             multiples[name] = k
     if not multiples:
@@ -109,7 +111,7 @@ def derive_batch_constants(
     source = input_name or graph.input[0].name
     shape = _node(names, nodes, "Shape", [source], start=axis, end=axis + 1)  # int64 [1]: the batch (or length)
     for name, k in multiples.items():
-        base = np.where(k != 0, 0, a_values[name]).astype(k.dtype)
+        base = (a_values[name] - k * batch_first).astype(k.dtype)  # the offset c (the whole value where k is 0)
         batch = (
             shape
             if k.dtype == np.int64

@@ -64,6 +64,22 @@ class ReadsLength(MaskedMean):
         return (flat * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
+class ClsTransformer(MaskedMean):
+    """torch's own nn.TransformerEncoder with a [CLS] token in front: the legacy exporter keeps length + 1 as a
+    constant in the attention's reshape (measured: "/encoder/layers.0/self_attn/Reshape_4" refuses length 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.cls = nn.Parameter(torch.randn(1, 1, 8))
+
+    def pooled(self, ids: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([self.cls.expand(ids.shape[0], 1, 8), self.tokens(ids)], dim=1)
+        keep = torch.cat([torch.ones_like(ids[:, :1]), ids], dim=1) != 0
+        return self.encoder(x, src_key_padding_mask=~keep)[:, 0]
+
+
 class LengthSquaredBias(MaskedMean):
     """An attention bias [length, length] built in Python: the trace keeps an 11 x 11 constant, which no
     repair of single sizes can follow."""
@@ -95,6 +111,14 @@ def test_a_length_read_as_a_python_int_is_repaired(tmp_path):
     report = export_onnx(head, split, tmp_path / "m.onnx")
     assert LENGTH_CONSTANTS in report.repairs
     assert not shape_failures(onnx.load(str(tmp_path / "m.onnx")), head, split)
+
+
+def test_a_length_plus_one_baked_by_torch_attention_behind_a_cls_token_is_repaired(tmp_path):
+    split = _split()
+    head = ExportHead(ClsTransformer(), "binary").eval()
+    report = export_onnx(head, split, tmp_path / "m.onnx")
+    assert LENGTH_CONSTANTS in report.repairs
+    assert check_onnx(head, tmp_path / "m.onnx", split) < 1e-5
 
 
 def test_a_length_the_repair_cannot_follow_is_named(tmp_path):
