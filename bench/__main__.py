@@ -1,6 +1,7 @@
 """``python -m bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
-the same command, and ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC; then the
-research corpus of bench/research_zoo/ on a taxi sample, ``--zoo-set``).
+the same command, ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC; then the
+research corpus of bench/research_zoo/ on a taxi sample, ``--zoo-set``), and ``serving_text`` (a text model's
+serving latency at batch 1, 32, 256 and two token lengths, ``bench/sequence_serving_bench.py``).
 Results go to ``bench/results/<name>.json`` (the corpus: ``research_zoo.json``); ``bench/results/README.md``
 and the plots are rebuilt from every JSON file there."""
 
@@ -15,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo", "evaluator")
+BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo", "evaluator", "serving_text")
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    from bench import scale_bench, trainer_bench, zoo_bench
+    from bench import scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
     from torchtfx.data.config.dataset import load_dataset_config
 
     taxi = load_dataset_config("taxi")
@@ -172,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
         # result name -> payload: zoo.json (built-in) and research_zoo.json (the corpus), as --zoo-set asks
         "zoo": lambda: zoo_bench.zoo_sets(work, args.beam_workers, args.zoo_set, args.zoo_models),
         "evaluator": lambda: _evaluator(work, args.beam_workers),
+        # the movie_reviews pipeline (run under <work>/text unless there) and its text model's serving latency
+        "serving_text": lambda: sequence_serving_bench.sequence_serving(work, args.beam_workers),
     }  # fmt: skip
     for name in BENCHMARKS:
         if name == "zoo" and name in args.only:

@@ -191,6 +191,104 @@ def _network_target_lines(r: dict) -> list[str]:
     return lines
 
 
+_TEXT_RUNTIMES = ("savedmodel_signature_session", "savedmodel_signature", "converted_network_session",
+                  "converted_network_session_onednn_off", "converted_network", "onnxruntime", "torch",
+                  "torch_spinning", "tf_session_floor", "tf_call_floor")  # fmt: skip
+_TEXT_TARGETS = (("vs_onnxruntime", "onnxruntime"), ("vs_torch", "PyTorch eager"))
+
+
+def _numeric(keyed: dict) -> list:
+    return sorted(keyed.items(), key=lambda kv: int(kv[0]))
+
+
+def _text_profile_lines(r: dict, top: int = 4) -> list[str]:
+    lines = []
+    for key, found in sorted(r.get("op_profile", {}).items(), key=lambda kv: [int(x) for x in kv[0].split("x")]):
+        ops = sorted(found["ops"].items(), key=lambda kv: -kv[1]["ms_per_call"])[:top]
+        shown = ", ".join(f"{op} {v['ms_per_call']:.2f} ms ({v['nodes']} nodes)" for op, v in ops)
+        lines.append(f"- {key}: {found['wall_ms']:.2f} ms per traced call, {found.get('nodes', '?')} nodes; {shown}.")
+    return lines
+
+
+def _text_missed_line(r: dict, length: str, batch: str) -> str | None:
+    """Where the network misses a target at this batch and length: its two costliest op types (shares of the
+    traced call) and what it takes with oneDNN's rewrites off."""
+    found, t = r["by_length"][length], r["targets"]
+    missed = [f"{found[f'converted_{key}'][batch]:.2f}x {name}" for key, name in _TEXT_TARGETS
+              if found[f"converted_{key}"][batch] > t[key]]  # fmt: skip
+    if int(batch) < t["min_batch"] or not missed:
+        return None
+    line = f"- Missed at batch {batch} x {length} tokens ({', '.join(missed)})"
+    profile = r.get("op_profile", {}).get(f"{batch}x{length}")
+    if profile:
+        total = sum(v["ms_per_call"] for v in profile["ops"].values())
+        ops = sorted(profile["ops"].items(), key=lambda kv: -kv[1]["ms_per_call"])[:2]
+        shares = " and ".join(f"{op} ({v['nodes']} nodes) {v['ms_per_call'] / total:.0%}" for op, v in ops)
+        line += f": under Session::Run, {shares} of the traced time"
+    latency, torch = found["latency"], found.get("fastest_torch", {}).get(batch, "torch")
+    off = latency.get("converted_network_session_onednn_off", {}).get(batch, {}).get("median_ms")
+    if off:
+        vs = ", ".join(f"{off / latency[name][batch]['median_ms']:.2f}x {name}" for name in ("onnxruntime", torch))
+        line += f"; with oneDNN off the network takes {off:.2f} ms ({vs})"
+    return line + "."
+
+
+def _text_caption(r: dict) -> str:
+    loads = [x for found in r["by_length"].values() for x in found["load_average_1min"]]
+    env = ", ".join(f"`{k}={v}`" for k, v in r.get("measure_env", {}).items())
+    return (
+        f"Every {r['sample_every']}th packaged review through `torchtfx run` (`{' '.join(r['run_args'])}`); its "
+        f"{r['eval_rows']} eval texts, each cut to exactly `length` tokens (a shorter one repeated first) and checked "
+        f"against Transform's ids. Median ms per call, the runtimes taking turns in {r.get('rounds', 5)} rounds "
+        f"({r.get('seconds_per_runtime', 1.5):g} s of calls each), {r['threads']} threads each, on {r['threads']} "
+        f"cores shared with other work (1-minute load average {min(loads):.1f} to {max(loads):.1f} while measuring). "
+        "`*_session`: TF_SessionRun from C, as TF Serving runs the graph; `_onednn_off`: the same with "
+        "`TF_ENABLE_ONEDNN_OPTS=0` (not judged); the floors: a graph that only doubles its first input. Network: "
+        f"{r['strategy']} (repairs: {', '.join(r['repairs']) or 'none'}). Measured in a process with {env}: "
+        "`torch`'s OpenMP threads sleep while they wait (with libgomp's default, spinning, PyTorch eager took 184 ms "
+        "instead of 0.8 ms per call at batch 1 x 16 tokens on loaded cores: `MEASURE_ENV` in "
+        "bench/sequence_serving_bench.py); `torch_spinning`: the same model in a child process with the default, "
+        "faster where the cores are free. The ratios to PyTorch eager take the faster of the two at each batch."
+    )
+
+
+def serving_text_section(r: dict) -> list[str]:
+    """``serving_text``: median ms per runtime at each token length and batch, the network's targets at batch ≥
+    ``min_batch``, the runtimes' agreement, and where the network's time goes (``op_profile``)."""
+    t, runtime, by_length = r["targets"], r["target_runtime"], _numeric(r["by_length"])
+    names = [n for n in _TEXT_RUNTIMES if n in by_length[0][1]["latency"]]
+    lines = [
+        f"## 8. Serving latency with token sequences ({r['dataset']}, {r['model']})",
+        "",
+        _text_caption(r),
+        "",
+        "| length | batch | " + " | ".join(names) + f" | `{runtime}` / onnxruntime | / faster torch |",
+        "|---:|---:|" + "---:|" * (len(names) + 2),
+    ]
+    for length, found in by_length:
+        for batch, _ in _numeric(found["latency"][names[0]]):
+            times = " | ".join(f"{found['latency'][n][batch]['median_ms']:.3f}" for n in names)
+            vs_ort, vs_torch = found["converted_vs_onnxruntime"][batch], found["converted_vs_torch"][batch]
+            lines.append(f"| {length} | {batch} | {times} | {vs_ort:.2f} | {vs_torch:.2f} |")
+    lines += ["", f"Targets at batch ≥ {t['min_batch']}, judged on `{runtime}`:", ""]
+    for key, name in _TEXT_TARGETS:
+        each = "; ".join(f"length {n}: " + ", ".join(f"{b}: {v:.2f}" for b, v in _numeric(f[f"converted_{key}"])
+                                                      if int(b) >= t["min_batch"]) for n, f in by_length)  # fmt: skip
+        lines.append(f"- network / {name}: {each} (target ≤ {t[key]}): {_met(r['met'][key])}.")
+    diffs = "; ".join(f"length {n}: " + ", ".join(f"{k} {v:.1e}" for k, v in f["max_abs_diff_vs_torch"].items())
+                      for n, f in by_length)  # fmt: skip
+    missed = [_text_missed_line(r, n, b) for n, f in by_length for b, _ in _numeric(f["converted_vs_onnxruntime"])]
+    lines += [f"- Same outputs: max |runtime - PyTorch eager| at batch {max(r['batch_sizes'])}: {diffs}.",
+              *filter(None, missed), ""]  # fmt: skip
+    if r.get("c_api_unavailable"):
+        lines += [f"The C API runtimes were left out: {r['c_api_unavailable']}.", ""]
+    if r.get("op_profile"):
+        lines += ["The network's time by op type under Session::Run, batch x length (step stats of 20 traced calls; "
+                  "tracing adds to every node, so read them as shares; slowest nodes in serving_text.json):", "",
+                  *_text_profile_lines(r), ""]  # fmt: skip
+    return lines
+
+
 def _scale_section(r: dict) -> list[str]:
     lines = [
         "## 5. Scale (synthetic taxi-like data, taxi schema)",
@@ -501,6 +599,8 @@ def write_report(out: Path) -> Path:
         lines += _research_section(results[RESEARCH_RESULT])
     if "evaluator" in results:
         lines += evaluator_report_lines(results["evaluator"])
+    if "serving_text" in results:
+        lines += serving_text_section(results["serving_text"])
     _plots(results, out)
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")

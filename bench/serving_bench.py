@@ -61,21 +61,26 @@ def latency_ms(call: Callable[[], object]) -> dict[str, float]:
 
 
 def interleaved_latency_ms(
-    calls: dict[str, Callable[[], object]], timers: dict[str, Callable[[float, int], list[float]]] | None = None
+    calls: dict[str, Callable[[], object]],
+    timers: dict[str, Callable[[float, int], list[float]]] | None = None,
+    seconds: float = _MIN_SECONDS,
+    rounds: int = _ROUNDS,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """:func:`latency_ms` of every call, and of every timer (``timer(seconds, min_calls) -> ms per call``,
-    e.g. ``session_run.SessionRun.timer``: calls made outside Python), measured in 5 rounds that take turns
-    (each round 1/5 of the calls and seconds of each), pooled. On a shared machine a busy spell then lands on
-    every runtime alike: measured one after another, one zoo run had torch at 118 ms for a batch that takes
-    1.2 ms, and onnxruntime 6.8 ms for one of 2.5 ms, in the 1.5 s each of them happened to be measured."""
+    e.g. ``session_run.SessionRun.timer``: calls made outside Python), measured in ``rounds`` (5) rounds that
+    take turns (each round 1/``rounds`` of the calls and ``seconds`` of each), pooled. On a shared machine a busy
+    spell then lands on every runtime alike: measured one after another, one zoo run had torch at 118 ms for a
+    batch that takes 1.2 ms, and onnxruntime 6.8 ms for one of 2.5 ms, in the 1.5 s each of them happened to be
+    measured.
+    More seconds and rounds where the load varies more (``sequence_serving_bench``)."""
     for call in calls.values():
         for _ in range(3):
             call()
     every = {**{name: functools.partial(_timed_calls, call) for name, call in calls.items()}, **(timers or {})}
     times: dict[str, list[float]] = {name: [] for name in every}
-    for _ in range(_ROUNDS):
+    for _ in range(rounds):
         for name, timer in every.items():
-            times[name] += timer(_MIN_SECONDS / _ROUNDS, _MIN_CALLS // _ROUNDS)
+            times[name] += timer(seconds / rounds, max(1, _MIN_CALLS // rounds))
     return {name: _summary(found) for name, found in times.items()}
 
 
@@ -99,6 +104,15 @@ def _network_inputs(saved_model, examples: list[bytes], layout: FeatureLayout) -
     return dense, categorical
 
 
+def concrete_call(network, specs: list) -> Callable:
+    """``call(*arrays) -> first output`` of ``network`` as one ConcreteFunction for ``specs`` (``tf.TensorSpec``
+    per input, in ``forward``'s order; see :func:`network_call` for why not a ``tf.function``)."""
+    import tensorflow as tf
+
+    concrete = tf.function(lambda *inputs: network(*inputs)[0], autograph=False).get_concrete_function(*specs)
+    return lambda *arrays: concrete(*map(tf.constant, arrays))
+
+
 def network_call(network, dense_width: int, categorical_width: int) -> Callable:
     """``call(dense, categorical) -> first output`` of the network as one ConcreteFunction.
 
@@ -111,8 +125,7 @@ def network_call(network, dense_width: int, categorical_width: int) -> Callable:
     import tensorflow as tf
 
     specs = [tf.TensorSpec([None, dense_width], tf.float32), tf.TensorSpec([None, categorical_width], tf.int64)]
-    concrete = tf.function(lambda d, c: network(d, c)[0], autograph=False).get_concrete_function(*specs)
-    return lambda d, c: concrete(tf.constant(d), tf.constant(c))
+    return concrete_call(network, specs)
 
 
 def call_floor(dense_width: int, categorical_width: int) -> Callable:
@@ -175,19 +188,31 @@ def ratios(latency: dict[str, dict[str, dict]], runtime: str, other: str) -> dic
     return {batch: mine[batch]["median_ms"] / theirs[batch]["median_ms"] for batch in mine if batch in theirs}
 
 
-def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack):
-    """name -> :class:`bench.session_run.SessionRun` (closed by ``stack``), or ({}, why) where the C harness
-    cannot be built here."""
+def enter_session_runs(make: Callable[[], dict], stack) -> tuple[dict, str | None]:
+    """``make()``'s name -> :class:`bench.session_run.SessionRun`, each closed by ``stack``; or ({}, why) where
+    the C harness cannot be built here (the benchmark goes on without the C API runtimes)."""
     from bench import session_run
 
     try:
-        runs = session_run.session_runs(network, serving_dir, examples, dense, categorical, work, os.cpu_count() or 1)
+        runs = make()
     except session_run.SessionRunUnavailable as err:
         logger.warning("TF C API timings left out: %s", err)
         return {}, str(err)
     for run in runs.values():
         stack.enter_context(run)
     return runs, None
+
+
+def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack):
+    """The tabular network's :func:`bench.session_run.session_runs` through :func:`enter_session_runs`."""
+    from bench import session_run
+
+    def make() -> dict:
+        feeds = {"dense": dense, "categorical": categorical}
+        graphs = session_run.save_graphs(network, session_run.input_specs(feeds), work)
+        return session_run.session_runs(graphs, serving_dir, examples, feeds, work, os.cpu_count() or 1)
+
+    return enter_session_runs(make, stack)
 
 
 def serving(

@@ -3,9 +3,10 @@
  *
  * usage: session_run EXPORT_DIR CONFIG_HEX FETCH N_FEEDS (FEED DTYPE COLUMNS FILE){N_FEEDS}
  *   FETCH, FEED: graph tensors "op:index" (the signature's tensor names); DTYPE: f32, i64 or str;
- *   COLUMNS: row width of a 2-D input, 0 for a 1-D one; FILE: the rows of the largest batch (f32/i64: the
- *   raw row-major values; str: per row a native uint32 length, then the bytes); CONFIG_HEX: a serialized
- *   ConfigProto (thread pools), hex-encoded.
+ *   COLUMNS: row width of a 2-D input (0: an empty [batch, 0] input, as a model without dense features gets),
+ *   -1 for a 1-D one (str feeds are always 1-D); FILE: the rows of the largest batch (f32/i64: the raw
+ *   row-major values; str: per row a native uint32 length, then the bytes); CONFIG_HEX: a serialized
+ *   ConfigProto (thread pools), hex-encoded. As many feeds as the signature has inputs, of any of these dtypes.
  * Then, per line on stdin, "BATCH SECONDS MIN_CALLS": 3 warm-up calls on the first BATCH rows, then calls
  * for at least SECONDS and MIN_CALLS; prints the milliseconds of each timed call on one line.
  */
@@ -66,14 +67,21 @@ static void read_rows(Feed *feed, const char *path) {
   fclose(file);
 }
 
+static void too_few_rows(const Feed *feed, long batch) {
+  fprintf(stderr, "feed %s holds fewer than %ld rows: write the largest batch's rows to its file\n",
+          TF_OperationName(feed->port.oper), batch);
+  exit(2);
+}
+
 /* The first `batch` rows of a feed as a tensor. */
 static TF_Tensor *batch_tensor(const Feed *feed, long batch) {
   int64_t dims[2] = {batch, feed->columns};
-  int rank = feed->columns ? 2 : 1;
+  int rank = feed->columns >= 0 ? 2 : 1;
   if (feed->dtype != TF_STRING) {
-    size_t bytes = (size_t)batch * (feed->columns ? feed->columns : 1) * TF_DataTypeSize(feed->dtype);
+    size_t bytes = (size_t)batch * (feed->columns >= 0 ? feed->columns : 1) * TF_DataTypeSize(feed->dtype);
+    if (bytes > (size_t)feed->size) too_few_rows(feed, batch);
     TF_Tensor *tensor = TF_AllocateTensor(feed->dtype, dims, rank, bytes);
-    memcpy(TF_TensorData(tensor), feed->data, bytes);
+    if (bytes) memcpy(TF_TensorData(tensor), feed->data, bytes);
     return tensor;
   }
   TF_Tensor *tensor = TF_AllocateTensor(TF_STRING, dims, 1, sizeof(TF_TString) * batch);
@@ -81,14 +89,15 @@ static TF_Tensor *batch_tensor(const Feed *feed, long batch) {
   long at = 0;
   for (long row = 0; row < batch; row++) {
     uint32_t length;
+    if (at + 4 > feed->size) too_few_rows(feed, batch);
     memcpy(&length, feed->data + at, 4);
+    if (at + 4 + (long)length > feed->size) too_few_rows(feed, batch);
     TF_TString_Init(&strings[row]);
     TF_TString_Copy(&strings[row], (const char *)feed->data + at + 4, length);
     at += 4 + length;
   }
   return tensor;
 }
-
 
 int main(int argc, char **argv) {
   if (argc < 5) {

@@ -6,17 +6,20 @@ Python, every TF call pays a floor of its own: on this 2-core machine 0.13-0.24 
 that only doubles its input, and 0.149 ms for ``Session.make_callable`` on ``x * 2``, more than PyTorch
 eager's whole batch-1 call of the taxi MLP (0.117 ms). ``session_run.c`` is compiled here against the
 installed TensorFlow's headers and libraries and kept running, one process per SavedModel, so that its
-rounds interleave with the Python runtimes' (see ``serving_bench.interleaved_latency_ms``).
+rounds interleave with the Python runtimes' (see ``serving_bench.interleaved_latency_ms``). It feeds any number
+of float32, int64 and string inputs: the tabular network's ``dense`` and ``categorical``, a text model's token ids
+``[batch, length]`` after them, or serialized tf.Examples.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
 import struct
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -50,17 +53,32 @@ def build(work: Path) -> Path:
     return binary
 
 
-def save_network(network, dense_width: int, categorical_width: int, out_dir: Path) -> Path:
-    """The converted network alone as a SavedModel: ``serving_default(dense, categorical) -> output``."""
+def input_specs(feeds: Mapping[str, np.ndarray], any_length: Collection[str] = ()) -> list:
+    """One ``tf.TensorSpec`` per feed, named and ordered as ``feeds`` (the network's ``forward`` order): ``[None,
+    width]``, or ``[None, None]`` for the ``any_length`` feeds (token ids: one graph serves every length)."""
     import tensorflow as tf
 
-    specs = [tf.TensorSpec([None, dense_width], tf.float32, name="dense"),
-             tf.TensorSpec([None, categorical_width], tf.int64, name="categorical")]  # fmt: skip
+    return [tf.TensorSpec([None, None if name in any_length else values.shape[1]], tf.as_dtype(values.dtype), name=name)
+            for name, values in feeds.items()]  # fmt: skip
+
+
+def save_network(network, specs: Sequence, out_dir: Path) -> Path:
+    """The converted network alone as a SavedModel: ``serving_default(<one input per spec>) -> output``."""
+    import tensorflow as tf
+
     module = tf.Module()
     module.network = network
-    module.serve = tf.function(lambda d, c: {"output": network(d, c)[0]}, input_signature=specs, autograph=False)
+    module.serve = tf.function(lambda *inputs: {"output": network(*inputs)[0]}, input_signature=list(specs),
+                               autograph=False)  # fmt: skip
     tf.saved_model.save(module, str(out_dir), signatures={NETWORK_SIGNATURE: module.serve.get_concrete_function()})
     return out_dir
+
+
+def floor_network(*inputs):
+    """What any graph costs per call with these inputs, whatever it computes: one that doubles its first input."""
+    import tensorflow as tf
+
+    return [tf.cast(inputs[0], tf.float32) * 2.0]
 
 
 def _signature_tensors(export_dir: Path, signature: str) -> tuple[dict[str, str], list[str]]:
@@ -82,34 +100,23 @@ def _write_rows(values, path: Path) -> str:
     return "str"
 
 
-class SessionRun:
-    """One SavedModel signature kept loaded in a ``session_run`` process; :meth:`timer` gives a timer over
-    its first ``batch`` rows for ``interleaved_latency_ms``."""
+class TimerProcess:
+    """A process kept running that answers each ``"BATCH SECONDS MIN_CALLS"`` line on its stdin with the
+    milliseconds of each timed call on one line (``session_run.c``'s protocol); :meth:`timer` gives a timer over its
+    first ``batch`` rows for ``interleaved_latency_ms``."""
 
-    def __init__(self, binary: Path, export_dir: Path, feeds: dict[str, object], work: Path, threads: int,
-                 signature: str = NETWORK_SIGNATURE) -> None:  # fmt: skip
-        import tensorflow as tf
-
-        inputs, outputs = _signature_tensors(export_dir, signature)
-        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
-        args = [str(binary), str(export_dir), config.SerializeToString().hex(), outputs[0], str(len(feeds))]
-        work.mkdir(parents=True, exist_ok=True)
-        for name, values in feeds.items():
-            path = work / f"{name}.rows"
-            dtype = _write_rows(values, path)
-            columns = values.shape[1] if isinstance(values, np.ndarray) and values.ndim == 2 else 0
-            args += [inputs[name], dtype, str(columns), str(path)]
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    def __init__(self, args: list[str], env: Mapping[str, str], name: str) -> None:
+        self._name = name
         self._process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         text=True, env=env)  # fmt: skip
+                                         text=True, env=dict(env))  # fmt: skip
 
     def times(self, batch: int, seconds: float, min_calls: int) -> list[float]:
-        """Milliseconds of each timed ``TF_SessionRun`` on the first ``batch`` rows."""
+        """Milliseconds of each timed call on the first ``batch`` rows."""
         self._process.stdin.write(f"{batch} {seconds} {min_calls}\n")
         self._process.stdin.flush()
         line = self._process.stdout.readline()
         if not line:
-            raise SessionRunUnavailable(f"session_run stopped: {self._process.stderr.read().strip()[-600:]}")
+            raise SessionRunUnavailable(f"{self._name} stopped: {self._process.stderr.read().strip()[-600:]}")
         return [float(t) for t in line.split()]
 
     def timer(self, batch: int) -> Callable[[float, int], list[float]]:
@@ -120,32 +127,121 @@ class SessionRun:
             self._process.stdin.close()
             self._process.wait(timeout=60)
 
-    def __enter__(self) -> SessionRun:
+    def __enter__(self) -> TimerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def session_runs(network, saved_model_dir: Path, examples: Sequence[bytes], dense: np.ndarray,
-                 categorical: np.ndarray, work: Path, threads: int) -> dict[str, SessionRun]:  # fmt: skip
-    """``tf_session_floor``, ``converted_network_session`` (the network alone, on transformed rows) and
-    ``savedmodel_signature_session`` (the pushed model's ``serving_default`` on raw tf.Examples)."""
+class SessionRun(TimerProcess):
+    """One SavedModel signature kept loaded in a ``session_run`` process. ``env``: the process's extra environment
+    (e.g. ``TF_ENABLE_ONEDNN_OPTS=0``: TensorFlow's own kernels instead of its oneDNN rewrites)."""
+
+    def __init__(self, binary: Path, export_dir: Path, feeds: dict[str, object], work: Path, threads: int,
+                 signature: str = NETWORK_SIGNATURE, env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+        import tensorflow as tf
+
+        inputs, outputs = _signature_tensors(export_dir, signature)
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+        args = [str(binary), str(export_dir), config.SerializeToString().hex(), outputs[0], str(len(feeds))]
+        work.mkdir(parents=True, exist_ok=True)
+        for name, values in feeds.items():
+            path = work / f"{name}.rows"
+            dtype = _write_rows(values, path)
+            columns = values.shape[1] if isinstance(values, np.ndarray) and values.ndim == 2 else -1
+            args += [inputs[name], dtype, str(columns), str(path)]
+        super().__init__(args, {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})}, "session_run")
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedGraphs:
+    """The harness and the two network SavedModels that :func:`session_runs` times, built once per network."""
+
+    binary: Path
+    network_dir: Path
+    floor_dir: Path
+
+
+def save_graphs(network, specs: Sequence, work: Path) -> SavedGraphs:
+    """``session_run`` compiled, the network and the floor saved with ``specs`` (see :func:`input_specs`)."""
+    binary = build(work)
+    return SavedGraphs(binary, save_network(network, specs, work / "network_savedmodel"),
+                       save_network(floor_network, specs, work / "floor_savedmodel"))  # fmt: skip
+
+
+def session_runs(graphs: SavedGraphs, saved_model_dir: Path, examples: Sequence[bytes],
+                 feeds: Mapping[str, np.ndarray], work: Path, threads: int) -> dict[str, SessionRun]:  # fmt: skip
+    """``tf_session_floor``, ``converted_network_session`` (the network alone on ``feeds``, its inputs by name)
+    and ``savedmodel_signature_session`` (the pushed model's ``serving_default`` on raw tf.Examples)."""
     from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE
 
-    binary = build(work)
-    widths = dense.shape[1], categorical.shape[1]
-    network_dir = save_network(network, *widths, work / "network_savedmodel")
-    floor_dir = save_network(lambda d, c: [d * 2.0], *widths, work / "floor_savedmodel")
-    network_feeds = {"dense": dense, "categorical": categorical}
     return {
-        # What any graph costs per Session::Run here, whatever it computes: one that doubles ``dense``.
-        "tf_session_floor": SessionRun(binary, floor_dir, network_feeds, work / "floor_rows", threads),
-        "converted_network_session": SessionRun(
-            binary, network_dir, network_feeds, work / "network_rows", threads
-        ),
+        # What any graph costs per Session::Run here, whatever it computes: one that doubles the first input.
+        "tf_session_floor": SessionRun(graphs.binary, graphs.floor_dir, feeds, work / "floor_rows", threads),
+        "converted_network_session": SessionRun(graphs.binary, graphs.network_dir, feeds, work / "network_rows",
+                                                threads),
         "savedmodel_signature_session": SessionRun(
-            binary, saved_model_dir, {EXAMPLES_INPUT: list(examples)}, work / "signature_rows", threads,
+            graphs.binary, saved_model_dir, {EXAMPLES_INPUT: list(examples)}, work / "signature_rows", threads,
             SERVING_SIGNATURE,
         ),
     }  # fmt: skip
+
+
+def _op_type(label: str) -> str:
+    """The op type in a step-stats timeline label, ``"<node> = <Op>(<inputs>)"``."""
+    _, _, call = label.partition(" = ")
+    return call.split("(", 1)[0] or "?"
+
+
+def _shape(node) -> list[int]:
+    return [d.size for d in node.output[0].tensor_description.shape.dim] if node.output else []
+
+
+def op_profile(saved_model_dir: Path, feeds: Mapping[str, np.ndarray], threads: int, calls: int = 20,
+               top_nodes: int = 8) -> dict:  # fmt: skip
+    """Where a signature's time goes under ``Session::Run`` (TF Serving's call, in this process's DirectSession,
+    with the graph optimizations TF Serving gets): per op type, the milliseconds per call summed over its nodes
+    and the node count; the ``top_nodes`` slowest nodes with their first output's shape; from the step stats of
+    ``calls`` fully traced runs after 3 warm-ups. Tracing adds its own overhead to every node, so read the figures
+    as shares; ``wall_ms``: the median traced call."""
+    import collections
+    import statistics
+    import time
+
+    import tensorflow as tf
+
+    inputs, outputs = _signature_tensors(saved_model_dir, NETWORK_SIGNATURE)
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    node_micros: collections.Counter = collections.Counter()
+    node_info: dict[str, tuple[str, list[int]]] = {}
+    walls = []
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session(graph=graph, config=config) as session:
+        level = tf.get_logger().level
+        tf.get_logger().setLevel("ERROR")  # the v1 loader's deprecation notice: it is the loader TF Serving uses
+        try:
+            tf.compat.v1.saved_model.load(session, ["serve"], str(saved_model_dir))
+        finally:
+            tf.get_logger().setLevel(level)
+        feed_dict = {inputs[name]: values for name, values in feeds.items()}
+        for call in range(-3, calls):
+            metadata = tf.compat.v1.RunMetadata()
+            tick = time.perf_counter()
+            session.run(outputs[0], feed_dict, options=options, run_metadata=metadata)
+            if call < 0:
+                continue
+            walls.append((time.perf_counter() - tick) * 1e3)
+            for device in metadata.step_stats.dev_stats:
+                for node in device.node_stats:
+                    if node.node_name not in ("_SOURCE", "_SINK") and node.timeline_label:
+                        node_micros[node.node_name] += node.all_end_rel_micros
+                        node_info[node.node_name] = (_op_type(node.timeline_label), _shape(node))
+    ops: dict[str, dict] = collections.defaultdict(lambda: {"ms_per_call": 0.0, "nodes": 0})
+    for name, micros in node_micros.items():
+        ops[node_info[name][0]]["ms_per_call"] += micros / calls / 1e3
+        ops[node_info[name][0]]["nodes"] += 1
+    slowest = [{"node": name, "op": node_info[name][0], "shape": node_info[name][1], "ms_per_call":
+                micros / calls / 1e3} for name, micros in node_micros.most_common(top_nodes)]  # fmt: skip
+    return {"wall_ms": statistics.median(walls), "nodes": len(node_micros), "top_nodes": slowest,
+            "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1]["ms_per_call"]))}  # fmt: skip
