@@ -25,7 +25,7 @@ help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
 	@echo "make test-faults - long fault-injection runs (pipeline killed, MLflow unreachable)"
-	@echo "make bench  - the eight benchmarks (reference, serving, scale, input_path, ddp, zoo, evaluator) (bench/results/*.json, README.md, plots); BENCH_ARGS='--only serving'"
+	@echo "make bench  - the eight benchmarks (reference, serving, serving_text, scale, input_path, ddp, zoo, evaluator) (bench/results/*.json, README.md, plots); BENCH_ARGS='--only serving'"
 	@echo "make conformance - ONNX's backend tests through the converter (CONFORMANCE_ARGS='--markdown FILE')"
 	@echo "make lint   - ruff check + format check"
 	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
