@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import functools
 import itertools
 import json
@@ -44,6 +43,7 @@ import numpy as np
 
 from bench import pipelines
 from bench.serving_bench import _eval_rows, concrete_call, enter_session_runs, interleaved_latency_ms, ratios
+from bench.zoo_bench import sample_data
 
 logger = logging.getLogger(__name__)
 
@@ -89,15 +89,7 @@ def text_run(work: Path, beam_workers: int) -> Path:
 
 def sample_rows(source: Path, directory: Path, every: int) -> Path:
     """Every ``every``-th row of ``source`` as ``directory/data.csv``, written once (ExampleGen stays cached)."""
-    out = directory / "data.csv"
-    if not out.is_file():
-        directory.mkdir(parents=True, exist_ok=True)
-        with source.open(newline="") as rows, out.open("w", newline="") as sink:
-            reader = csv.DictReader(rows)
-            writer = csv.DictWriter(sink, fieldnames=list(reader.fieldnames or ()))
-            writer.writeheader()
-            writer.writerows(itertools.islice(reader, 0, None, every))
-    return directory
+    return sample_data(source, directory, rows=None, every=every)
 
 
 def latest_model(root: Path) -> Path:

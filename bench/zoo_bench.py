@@ -347,17 +347,17 @@ def zoo_sets(work: Path, beam_workers: int, zoo_set: str = "all", names: list[st
     return results
 
 
-def sample_data(taxi_csv: Path, directory: Path, rows: int = RESEARCH_SAMPLE_ROWS) -> Path:
-    """The first ``rows`` rows of ``taxi_csv`` as ``directory/data.csv``, written once (an unchanged file
-    keeps ExampleGen cached across benchmark runs)."""
+def sample_data(source: Path, directory: Path, rows: int | None = RESEARCH_SAMPLE_ROWS, every: int = 1) -> Path:
+    """Rows ``[:rows:every]`` of ``source`` as ``directory/data.csv``, written once (an unchanged file keeps
+    ExampleGen cached across benchmark runs)."""
     out = directory / "data.csv"
     if not out.is_file():
         directory.mkdir(parents=True, exist_ok=True)
-        with taxi_csv.open(newline="") as source, out.open("w", newline="") as sink:
-            reader = csv.DictReader(source)
+        with source.open(newline="") as rows_in, out.open("w", newline="") as sink:
+            reader = csv.DictReader(rows_in)
             writer = csv.DictWriter(sink, fieldnames=list(reader.fieldnames or ()))
             writer.writeheader()
-            writer.writerows(itertools.islice(reader, rows))
+            writer.writerows(itertools.islice(reader, 0, rows, every))
     return directory
 
 
