@@ -33,10 +33,20 @@ from torchtfx.components.converter import repairs
 from torchtfx.components.torch_trainer.export import symbolics
 from torchtfx.components.torch_trainer.export.dynamo_export import DynamoExportError, ModelRecipe, export_with_dynamo
 from torchtfx.components.torch_trainer.export.export_failure import explain, quiet_exporter
-from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT, prediction_output
+from torchtfx.components.torch_trainer.export.shape_checks import (
+    VERIFY_BATCHES,
+    input_names,
+    sample_inputs,
+    scaled_diff,
+    shape_failures,
+    trace_lengths,
+    traced_length,
+    verify_shapes,
+)
+from torchtfx.components.torch_trainer.features import prediction_output
 from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
 from torchtfx.components.torch_trainer.modeling.spec import BINARY
-from torchtfx.components.torch_trainer.worker.shards import PADDING_ID, ArraySplit, eval_batch_size
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit, eval_batch_size
 
 logger = logging.getLogger(__name__)
 
@@ -46,11 +56,6 @@ ONNX_OPSET = 17
 # which constants follow the batch.
 TRACE_BATCH = 17
 _SECOND_TRACE_BATCH = 23
-VERIFY_BATCHES = (1, 7)
-# Sequence lengths traced, like the batch: odd, and unlikely to equal a width.
-TRACE_LENGTH = 11
-_SECOND_TRACE_LENGTH = 13
-_VERIFY_TOLERANCE = 1e-5
 
 
 class ExportError(RuntimeError):
@@ -66,47 +71,11 @@ class ExportReport:
     verified_shapes: tuple[tuple[int, int | None], ...] = ()  # (batch, length) checked in onnxruntime
 
 
-def trace_lengths(split: ArraySplit) -> tuple[int, int]:
-    """The two sequence lengths traced (the second only tells which constants follow the length): odd numbers
-    that no width is likely to equal, within every text feature's ``max_length``."""
-    longest = min((ids.shape[1] for ids in split.sequences), default=0)
-    if longest >= _SECOND_TRACE_LENGTH:
-        return TRACE_LENGTH, _SECOND_TRACE_LENGTH
-    return longest, max(1, longest - 1)
-
-
-def verify_shapes(split: ArraySplit) -> tuple[tuple[int, int | None], ...]:
-    """(batch, length) pairs the export is checked at, none of them the trace's: several batch sizes, and with
-    text features the lengths 1, one between, and ``max_length`` (length None: tabular)."""
-    if not split.sequences:
-        return tuple((batch, None) for batch in VERIFY_BATCHES)
-    longest = min(ids.shape[1] for ids in split.sequences)
-    lengths = sorted({1, max(1, (longest + 1) // 2 + 1), longest} - {trace_lengths(split)[0]} or {longest})
-    return tuple((batch, length) for batch in VERIFY_BATCHES for length in lengths)
-
-
-def _sample(split: ArraySplit, batch: int, length: int | None = None, only: int | None = None) -> tuple:
-    """``batch`` rows of the split (cycled if the split is smaller) as ``forward``'s arguments, token ids cut or
-    padded to exactly ``length`` columns (feature ``only`` alone when given; the others keep the first)."""
-    rows = np.arange(batch) % max(len(split), 1)
-    dense, categorical, *sequences = split.rows(rows).model_inputs()
-    if length is not None:
-        first = trace_lengths(split)[0]
-        sequences = [_columns(ids, length if only in (None, i) else first) for i, ids in enumerate(sequences)]
-    return tuple(torch.from_numpy(x) for x in (dense, categorical, *sequences))
-
-
-def _columns(ids: np.ndarray, length: int) -> np.ndarray:
-    if ids.shape[1] >= length:
-        return np.ascontiguousarray(ids[:, :length])
-    return np.pad(ids, ((0, 0), (0, length - ids.shape[1])), constant_values=PADDING_ID)
-
-
 def _trace(head: nn.Module, split: ArraySplit, batch: int, used: dict[str, int] | None = None,
            length: int | None = None, only: int | None = None) -> onnx.ModelProto:  # fmt: skip
     """The legacy exporter's graph of ``head`` traced at ``batch`` rows (and ``length`` tokens: see
     :func:`_sample`); ``used`` collects the symbolics that fired."""
-    sample = _sample(split, batch, length if length is not None else _trace_length(split), only)
+    sample = sample_inputs(split, batch, length if length is not None else traced_length(split), only)
     names = input_names(split)
     with tempfile.TemporaryDirectory() as tmp, torch.no_grad(), warnings.catch_warnings(), _no_fast_paths():
         # The tracer warns about Python ints taken from tensors: exactly what the verification below checks.
@@ -160,49 +129,12 @@ def _no_fast_paths() -> Iterator[None]:
             mha.set_fastpath_enabled(before)
 
 
-def _trace_length(split: ArraySplit) -> int | None:
-    return trace_lengths(split)[0] if split.sequences else None
-
-
-def input_names(split: ArraySplit) -> tuple[str, ...]:
-    """The graph's inputs: dense, categorical, then one per text feature, by its transformed name."""
-    return (DENSE_INPUT, CATEGORICAL_INPUT, *split.sequence_names)
-
-
-def shape_failures(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> dict:
-    """Where onnxruntime fails or differs from PyTorch: batch size (tabular) or (batch, length) -> what."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
-    names = input_names(split)
-    failures: dict = {}
-    for batch, length in verify_shapes(split):
-        key = batch if length is None else (batch, length)
-        inputs = _sample(split, batch, length)
-        try:
-            (got,) = session.run(None, {name: x.numpy() for name, x in zip(names, inputs, strict=True)})
-        except Exception as err:  # onnxruntime names the node that failed
-            failures[key] = str(err).splitlines()[0][:400]
-            continue
-        with torch.no_grad():
-            want = head(*inputs).numpy()
-        diff = _scaled_diff(want, got.reshape(want.shape)) if got.size == want.size else float("inf")
-        if not diff <= _VERIFY_TOLERANCE:
-            failures[key] = f"output differs from PyTorch by {diff:.3g} (shape {got.shape} vs {want.shape})"
-    return failures
-
-
-def _scaled_diff(want: np.ndarray, got: np.ndarray) -> float:
-    """Max |got - want|, relative where |want| > 1 (regression targets in their own units can be large)."""
-    return float(np.max(np.abs(got - want) / np.maximum(1.0, np.abs(want)))) if want.size else 0.0
-
-
 def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRecipe | None = None) -> ExportReport:
     """Export ``head`` (the network with its export head) to ``path``, verified at several batch sizes (and
     sequence lengths); where the legacy exporter fails and ``recipe`` can rebuild the network, the dynamo
     exporter is tried."""
     head = head.eval().cpu()
-    varying = find_nondeterminism(head, _sample(split, VERIFY_BATCHES[-1], _trace_length(split)))
+    varying = find_nondeterminism(head, sample_inputs(split, VERIFY_BATCHES[-1], traced_length(split)))
     if varying is not None:
         raise ExportError(varying.describe(type(head.model).__name__))
     used: dict[str, int] = {}
@@ -320,6 +252,6 @@ def check_onnx(head: nn.Module, path: Path, split: ArraySplit, batch_size: int =
             inputs = split.model_inputs(slice(start, start + batch_size))
             want = head(*map(torch.from_numpy, inputs)).numpy()
             (got,) = session.run(None, dict(zip(names, inputs, strict=True)))
-            diff = max(diff, _scaled_diff(want, got.reshape(want.shape)))
+            diff = max(diff, scaled_diff(want, got.reshape(want.shape)))
     logger.info("ONNX export %s: max |torch - onnxruntime| = %.3g over %s rows", path, diff, len(split))
     return diff

@@ -24,7 +24,8 @@ from torchtfx.components.converter.translator import (
     unsupported_ops,
 )
 from torchtfx.components.torch_trainer.export.convert import convert_onnx, run_onnx2tf
-from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH, _trace, export_onnx, shape_failures
+from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH, _trace, export_onnx
+from torchtfx.components.torch_trainer.export.shape_checks import shape_failures
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit

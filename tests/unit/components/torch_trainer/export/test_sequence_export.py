@@ -12,14 +12,8 @@ from torch import nn
 
 from torchtfx.components.converter.repairs import LENGTH_CONSTANTS
 from torchtfx.components.torch_trainer.export.convert import trim_padding as tf_trim_padding
-from torchtfx.components.torch_trainer.export.onnx_export import (
-    TRACE_LENGTH,
-    ExportError,
-    check_onnx,
-    export_onnx,
-    shape_failures,
-    verify_shapes,
-)
+from torchtfx.components.torch_trainer.export.onnx_export import ExportError, check_onnx, export_onnx
+from torchtfx.components.torch_trainer.export.shape_checks import TRACE_LENGTH, shape_failures, verify_shapes
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches, trim_padding
 
