@@ -61,7 +61,9 @@ def _signature_name(name: str) -> str:
     return cleaned if not cleaned[0].isdigit() else f"_{cleaned}"
 
 
-def _specs(graph: onnx.GraphProto, inputs: list[str]) -> list[tf.TensorSpec]:
+def input_specs(graph: onnx.GraphProto, inputs: list[str]) -> list[tf.TensorSpec]:
+    """A ``tf.function`` input signature for the graph's ``inputs``: declared dtypes, fixed dimensions kept and
+    symbolic ones (a dynamic batch or length) left open."""
     by_name = {v.name: v for v in graph.input}
     specs = []
     for name in inputs:
@@ -81,7 +83,7 @@ def build(model: onnx.ModelProto, float16: bool = False) -> tuple[tf.Module, tup
     network = OnnxGraphModule(model, compute_dtype=tf.float16 if float16 else tf.float32)
     module = tf.Module()
     module.network = network  # tracked: its weights are saved with the SavedModel
-    specs = _specs(model.graph, network.input_names)
+    specs = input_specs(model.graph, network.input_names)
     keys = [_signature_name(o.name) for o in model.graph.output]
 
     def serve(*args):

@@ -14,7 +14,7 @@ import math
 
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, ModelSpec, SequenceInput
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
-from torchtfx.data.config.text import RESERVED_IDS, text_vocabulary_name
+from torchtfx.data.config.text import model_vocab_size
 
 DENSE_INPUT = "dense"
 CATEGORICAL_INPUT = "categorical"
@@ -97,11 +97,10 @@ def sequence_layout(cfg: DatasetConfig, tft_output) -> dict[str, tuple]:
     sizes = []
     for key in keys:
         try:
-            vocabulary = int(tft_output.vocabulary_size_by_name(text_vocabulary_name(key)))
+            sizes.append(model_vocab_size(tft_output, key, cfg.text[key]))
         except Exception as err:  # TFT raises several types for a missing vocabulary file
             raise ValueError(f"Transform output has no vocabulary for text feature {key!r} ({err}); was it built "
                              "from another dataset config?") from None  # fmt: skip
-        sizes.append(RESERVED_IDS + vocabulary + cfg.text[key].num_oov_buckets)
     return {
         "sequences": tuple(transformed_name(k) for k in keys),
         "sequence_vocab_sizes": tuple(sizes),

@@ -23,6 +23,7 @@ import onnx
 import tensorflow as tf
 from onnx import TensorProto, helper
 
+from torchtfx.components.converter.savedmodel import input_specs
 from torchtfx.components.converter.translator import OnnxGraphModule
 from torchtfx.components.torch_trainer.worker.shards import PADDING_ID, ArraySplit, eval_batch_size
 
@@ -62,16 +63,6 @@ def probe_graph(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> onnx.Mod
     return probe
 
 
-def _signature(model: onnx.ModelProto) -> list[tf.TensorSpec]:
-    """Every graph input at any batch and length, in its declared dtype."""
-    specs = []
-    for value in model.graph.input:
-        tensor = value.type.tensor_type
-        dtype = tf.as_dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-        specs.append(tf.TensorSpec([None] * len(tensor.shape.dim), dtype, name=value.name))
-    return specs
-
-
 def _indices_function(model: onnx.ModelProto, nodes: list[onnx.NodeProto], dtype: tf.DType):
     """``f(*inputs) -> [indices per node]`` of the probe graph translated in ``dtype``."""
     probe = probe_graph(model, nodes)
@@ -82,7 +73,7 @@ def _indices_function(model: onnx.ModelProto, nodes: list[onnx.NodeProto], dtype
         outputs = network(*inputs)
         return [outputs[i] for i in where]
 
-    return tf.function(indices, input_signature=_signature(probe), autograph=False)
+    return tf.function(indices, input_signature=input_specs(probe.graph, network.input_names), autograph=False)
 
 
 def _batches(split: ArraySplit) -> Iterator[tuple[np.ndarray, ...]]:

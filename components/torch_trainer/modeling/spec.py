@@ -16,10 +16,9 @@ from __future__ import annotations
 import dataclasses
 
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
+from torchtfx.data.config.text import PADDING_ID  # Transform's padding id: the one definition
 
 __all__ = ["BINARY", "MULTICLASS", "REGRESSION", "TASKS", "ModelSpec", "SequenceInput", "embedding_dims"]
-
-PADDING_ID = 0
 
 
 @dataclasses.dataclass(frozen=True)

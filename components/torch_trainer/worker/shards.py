@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from torchtfx.data.config.text import PADDING_ID
+
 DENSE_FILE = "dense.npy"
 CATEGORICAL_FILE = "categorical.npy"
 LABEL_FILE = "label.npy"
 SEQUENCE_NAMES_FILE = "sequences.json"
-PADDING_ID = 0  # modeling.spec.PADDING_ID; the worker's data layer does not import the modeling package
 
 
 def write_sequence_names(directory: Path, names: tuple[str, ...]) -> None:
