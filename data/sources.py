@@ -12,7 +12,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -25,6 +26,48 @@ OpenBinary = Callable[[str], IO[bytes]]
 
 class DataSourceError(ValueError):
     """The input data cannot be found or read."""
+
+
+# A cut point (data/csv_parts.py) is noted at most once per this many bytes: about 100 for a 100 MiB file.
+CUT_GRANULARITY_BYTES = 1 << 20
+BOM = "\ufeff"
+
+
+@dataclass
+class CutPoints:
+    """Where records of one file start (byte offset, line), noted while the file is read through
+    :meth:`counting`; at most one per ``every`` bytes."""
+
+    every: int = CUT_GRANULARITY_BYTES
+    offset: int = 0  # bytes read so far: after a record, where the next one starts
+    body: tuple[int, int] = (0, 2)  # the first record after the header
+    points: list[tuple[int, int]] = field(default_factory=list)
+    size: int = 0  # the whole file, once read to the end
+
+    def counting(self, lines: Iterable[str]) -> Iterator[str]:
+        """``lines`` (decoded with plain utf-8), counting their bytes; a leading byte-order mark is dropped, as
+        "utf-8-sig" does, and counted."""
+        first = True
+        for line in lines:
+            self.offset += len(line.encode("utf-8"))
+            if first:
+                first = False
+                line = line.removeprefix(BOM)
+            yield line
+
+    def at_body(self, line: int) -> None:
+        self.body = (self.offset, line)
+        self._next = self.offset + self.every
+
+    def after_record(self, next_line: int) -> None:
+        if self.offset >= self._next:
+            self.points.append((self.offset, next_line))
+            self._next = self.offset + self.every
+
+    def finish(self) -> None:
+        self.size = self.offset
+        if self.points and self.points[-1][0] >= self.size:
+            self.points.pop()  # a cut at the end of the file would leave an empty part
 
 
 def packaged_csv(package: str, relative_path: str) -> Path:
@@ -74,10 +117,10 @@ class _RawReader(io.RawIOBase):
         super().close()
 
 
-def _text(handle: IO[bytes]) -> IO[str]:
+def text_stream(handle: IO[bytes], encoding: str = ENCODING) -> IO[str]:
     binary = handle if hasattr(handle, "readable") else io.BufferedReader(_RawReader(handle))
     # newline="": the csv module sees CRLF, CR and quoted line breaks itself, as it needs to.
-    return io.TextIOWrapper(binary, encoding=ENCODING, newline="")
+    return io.TextIOWrapper(binary, encoding=encoding, newline="")
 
 
 def check_header(path: Path | str, header: list[str]) -> None:
@@ -97,21 +140,27 @@ def check_header(path: Path | str, header: list[str]) -> None:
         seen[name] = position
 
 
-def csv_rows(path: Path | str, open_binary: OpenBinary | None = None) -> Iterator[tuple[int, list[str]]]:
+def csv_rows(
+    path: Path | str, open_binary: OpenBinary | None = None, cuts: CutPoints | None = None
+) -> Iterator[tuple[int, list[str]]]:
     """The header (line 1), then each non-blank record with the line it starts on, all checked: a
     :class:`DataSourceError` names the file, the line and the problem. ``open_binary`` opens remote files
-    (e.g. ``tf.io.gfile.GFile(path, "rb")``)."""
+    (e.g. ``tf.io.gfile.GFile(path, "rb")``). ``cuts`` (data/csv_parts.py) notes where records start, by byte
+    offset, so that the file can be read in parts."""
     opener = open_binary or (lambda p: open(p, "rb"))
     line = 1  # where the next record starts
     try:
-        with _text(opener(str(path))) as handle:
-            reader = csv.reader(handle, strict=True)
+        # With cuts, plain utf-8: cuts.counting drops a byte-order mark itself, after counting its bytes.
+        with text_stream(opener(str(path)), ENCODING if cuts is None else "utf-8") as handle:
+            reader = csv.reader(handle if cuts is None else cuts.counting(handle), strict=True)
             header = next(reader, None)
             if not header:
                 raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
             check_header(path, header)
             yield 1, header
             line = reader.line_num + 1
+            if cuts is not None:
+                cuts.at_body(line)
             for record in reader:
                 if record and len(record) != len(header):
                     raise DataSourceError(
@@ -121,6 +170,10 @@ def csv_rows(path: Path | str, open_binary: OpenBinary | None = None) -> Iterato
                 if record:
                     yield line, record
                 line = reader.line_num + 1
+                if cuts is not None:
+                    cuts.after_record(line)
+            if cuts is not None:
+                cuts.finish()
     except csv.Error as err:
         raise DataSourceError(
             f"{path}, line {line}: malformed CSV ({err}); does a quote opened on this line never close?"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from torchtfx.components.csv_input.columns import TYPE_NAMES, ColumnPlan
 from torchtfx.components.csv_input.constants import MAX_LISTED_PROBLEMS
+from torchtfx.data.csv_parts import CutPoints
 from torchtfx.data.sources import DataSourceError, OpenBinary, csv_rows
 
 logger = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ class CheckedInput:
     plan: ColumnPlan  # the first file's
     empty: set[str]  # columns with no value in any row so far
     bad: dict[tuple[str, str, int], _BadValues] = field(default_factory=dict)  # (file, column, type)
+    # Each file's header and where its records start (data/csv_parts.py), to read it in parts.
+    cut_points: dict[str, tuple[list[str], CutPoints]] = field(default_factory=dict)
 
 
 def _check_file(
@@ -50,7 +53,8 @@ def _check_file(
     found: CheckedInput | None,
     missing_values: tuple[str, ...],
 ) -> CheckedInput:
-    rows = csv_rows(path, open_binary)
+    cuts = CutPoints()
+    rows = csv_rows(path, open_binary, cuts)
     _, header = next(rows)
     plan = ColumnPlan.for_file(path, header, schema_types, schema_file, missing_values)
     if found is not None and set(plan.header) != set(found.plan.header):
@@ -76,6 +80,7 @@ def _check_file(
     if count == 0:
         raise DataSourceError(f"{path} has a header but no rows")
     checked.rows += count
+    checked.cut_points[path] = (header, cuts)
     checked.empty = {plan.header[i] for i in empty}
     return checked
 

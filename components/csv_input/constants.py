@@ -9,3 +9,6 @@ MISSING_VALUES_KEY = "missing_values"
 INPUT_PATTERN = "*.csv"
 # Bad values listed in one error message; the rest are counted.
 MAX_LISTED_PROBLEMS = 10
+# The largest part of an input file that one Beam worker reads (data/csv_parts.py): a remote runner gets one part
+# per this many bytes at least, the DirectRunner one part per worker at least.
+PART_BYTES = 64 * 2**20

@@ -1,4 +1,5 @@
-"""The Beam step of ExampleGen: each CSV file read and written out as serialized tf.Examples in one pass.
+"""The Beam step of ExampleGen: each part of each CSV file (data/csv_parts.py) read and written out as
+serialized tf.Examples in one pass.
 
 TFX's CSV path infers column types with a ``beam.CombineGlobally`` over every parsed line, consumed as a side
 input: the runner must hold the parsed lines until the inference is done, and the DirectRunner keeps them in
@@ -16,7 +17,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from torchtfx.components.csv_input.columns import ColumnPlan
-from torchtfx.data.sources import DataSourceError, csv_rows
+from torchtfx.data.csv_parts import CsvPart, part_records
+from torchtfx.data.sources import DataSourceError
 
 
 def open_input(path: str) -> IO[bytes]:
@@ -25,8 +27,8 @@ def open_input(path: str) -> IO[bytes]:
     return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
 
 
-class CsvFileToExamples(beam.DoFn):
-    """A CSV file's path -> its records as tf.Examples typed by the schema, serialized deterministically (the
+class CsvPartToExamples(beam.DoFn):
+    """A part of a CSV file -> its records as tf.Examples typed by the schema, serialized deterministically (the
     bytes TFX's hash split reads, so an example lands in the same split as with TFX), or as protos when the
     split is by a feature's value."""
 
@@ -42,13 +44,13 @@ class CsvFileToExamples(beam.DoFn):
         self._missing_values = missing_values  # read as missing in a numeric column (the dataset config's)
         self._serialize = serialize
 
-    def process(self, path: str) -> Iterator[bytes | object]:
-        rows = csv_rows(path, open_input)
-        _, header = next(rows)
-        plan = ColumnPlan(header, self._schema_types, self._empty, self._missing_values)
-        for line, record in rows:
+    def process(self, part: CsvPart) -> Iterator[bytes | object]:
+        plan = ColumnPlan(list(part.header), self._schema_types, self._empty, self._missing_values)
+        for line, record in part_records(part, open_input(part.path)):
             try:
                 example = plan.to_example(record)
             except ValueError as err:  # checked before the Beam work: the file changed since
-                raise DataSourceError(f"{path}, line {line}: {err} (did the file change during the run?)") from None
+                raise DataSourceError(
+                    f"{part.path}, line {line}: {err} (did the file change during the run?)"
+                ) from None
             yield example.SerializeToString(deterministic=True) if self._serialize else example

@@ -30,8 +30,10 @@ from tfx.utils import proto_utils
 from torchtfx.components.csv_input.check import check_inputs
 from torchtfx.components.csv_input.columns import load_schema_types
 from torchtfx.components.csv_input.constants import MISSING_VALUES_KEY, SCHEMA_FILE_KEY
-from torchtfx.components.csv_input.decode import CsvFileToExamples, open_input
+from torchtfx.components.csv_input.decode import CsvPartToExamples, open_input
+from torchtfx.components.csv_input.parts import input_parts
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
+from torchtfx.data.csv_parts import CsvPart
 from torchtfx.data.sources import DataSourceError, csv_files
 
 logger = logging.getLogger(__name__)
@@ -82,10 +84,10 @@ def _output_config(exec_properties: dict[str, Any]) -> example_gen_pb2.Output:
 class _SchemaCsvToExample(beam.PTransform):
     """The files of one input split -> tf.Examples typed by the curated schema (TFX's ``_CsvToExample`` API)."""
 
-    def __init__(self, exec_properties: dict[str, Any], split_pattern: str, empty: frozenset[str] = frozenset()):
+    def __init__(self, exec_properties: dict[str, Any], parts: list[CsvPart], empty: frozenset[str] = frozenset()):
         super().__init__()
         self._empty = empty
-        self._paths = split_files(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
+        self._parts = parts
         self._schema_types = load_schema_types(schema_file(exec_properties))
         self._missing_values = missing_values(exec_properties)
         # TFX's split by a feature's value reads the proto; its hash split reads the serialized bytes.
@@ -94,9 +96,11 @@ class _SchemaCsvToExample(beam.PTransform):
     def expand(self, pipeline: beam.Pipeline) -> beam.PCollection:
         return (
             pipeline
-            | "CreateFilenames" >> beam.Create(self._paths)
+            | "CreateParts" >> beam.Create(self._parts)
+            # Parts go to the workers from here: without it, Create fuses with the read into one worker's bundle.
+            | "SpreadParts" >> beam.Reshuffle()
             | "CsvToExample"
-            >> beam.ParDo(CsvFileToExamples(self._schema_types, self._empty, self._missing_values, self._serialize))
+            >> beam.ParDo(CsvPartToExamples(self._schema_types, self._empty, self._missing_values, self._serialize))
         )
 
 
@@ -106,10 +110,11 @@ _TFRECORD_GZIP_NAME = write_split.to_file_format_str(example_gen_pb2.FORMAT_TFRE
 
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):
     _empty: dict[str, frozenset[str]] = {}  # input split pattern -> its columns without a value (the checks)
+    _parts: dict[str, list[CsvPart]] = {}  # input split pattern -> its files' parts (the checks)
 
     def GetInputSourceToExamplePTransform(self) -> Callable[[dict[str, Any], str], beam.PTransform]:
         return lambda exec_properties, pattern: _SchemaCsvToExample(
-            exec_properties, pattern, self._empty.get(pattern, frozenset())
+            exec_properties, self._parts[pattern], self._empty.get(pattern, frozenset())
         )
 
     def Do(
@@ -138,11 +143,12 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         schema = schema_file(exec_properties)
         schema_types = load_schema_types(schema)
         markers = missing_values(exec_properties)
-        self._empty = {}
+        self._empty, self._parts = {}, {}
         for split in input_config.splits:
             paths = split_files(input_base, split.pattern)
             checked = check_inputs(paths, schema_types, schema, open_input, missing_values=markers)
             self._empty[split.pattern] = frozenset(checked.empty)
+            self._parts[split.pattern] = input_parts(checked.cut_points, self._beam_pipeline_args)
             logger.info(
                 "Checked the CSV files %s under %s against %s: %s rows, every line well-formed and every value of "
                 "its schema type",

@@ -34,7 +34,13 @@ feature { name: "trip_start_hour" type: INT }
 
 
 def _run(
-    tmp_path, data, schema_file, executor_cls=Executor, name="examples", missing_values=DEFAULT_MISSING_VALUES
+    tmp_path,
+    data,
+    schema_file,
+    executor_cls=Executor,
+    name="examples",
+    missing_values=DEFAULT_MISSING_VALUES,
+    beam_args=("--direct_running_mode=in_memory",),
 ) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / name)
@@ -54,7 +60,7 @@ def _run(
         standard_component_specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         standard_component_specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
     }
-    context = executor_cls.Context(beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=str(tmp_path))
+    context = executor_cls.Context(beam_pipeline_args=list(beam_args), tmp_dir=str(tmp_path))
     executor_cls(context).Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return examples
 
@@ -110,6 +116,22 @@ def test_output_is_tfx_csv_example_gens_on_the_clean_taxi_sample(tmp_path, taxi_
     schema = {f.name: f.type for f in helpers.read_schema(taxi_cfg.schema_path).feature}
     kinds = {"int64_list": 2, "float_list": 3, "bytes_list": 1}  # schema_pb2.INT, FLOAT, BYTES
     assert {k: kinds[v.WhichOneof("kind")] for k, v in example.features.feature.items()} == schema
+
+
+def test_two_beam_workers_read_one_file_in_parts_and_write_a_shard_each_of_the_same_examples(
+    tmp_path, taxi_cfg, taxi_csv
+):
+    """One CSV file, two DirectRunner worker processes: each split gets one shard per worker (so StatisticsGen,
+    Transform and the Evaluator read it on both), holding exactly the examples of a one-worker run."""
+    two = ("--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    parallel = _run(tmp_path, taxi_csv.parent, taxi_cfg.schema_path, name="two", beam_args=two)
+    single = _run(tmp_path, taxi_csv.parent, taxi_cfg.schema_path, name="one")
+
+    for split in ("train", "eval"):
+        shards = sorted((Path(parallel.uri) / f"Split-{split}").iterdir())
+        assert len(shards) == 2, shards
+        assert min(s.stat().st_size for s in shards) > 0.3 * max(s.stat().st_size for s in shards)
+    assert _splits(parallel) == _splits(single)
 
 
 def test_columns_without_any_value_are_written_untyped_as_tfx_does(tmp_path, taxi_cfg, taxi_csv):
