@@ -2,6 +2,8 @@
 the same command, ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC; then the
 research corpus of bench/research_zoo/ on a taxi sample, ``--zoo-set``), and ``serving_text`` (a text model's
 serving latency at batch 1, 32, 256 and two token lengths, ``bench/sequence_serving_bench.py``).
+``scale`` runs TFX's taxi pipeline beside ours on synthetic taxi rows, 1M by default (``--scale-rows 1000000
+5000000`` adds 5M rows; ``bench/scale_bench.py``).
 Results go to ``bench/results/<name>.json`` (the corpus: ``research_zoo.json``); ``bench/results/README.md``
 and the plots are rebuilt from every JSON file there."""
 
@@ -128,7 +130,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--work", type=Path, default=Path("runs/bench"), help="pipeline roots and scratch")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--beam-workers", type=int, default=2)
-    parser.add_argument("--scale-rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
+    parser.add_argument(
+        "--scale-rows",
+        type=int,
+        nargs="+",
+        default=[1_000_000],
+        help="scale: row counts, each run by the reference and by ours (5M on request: 1000000 5000000)",
+    )
     parser.add_argument("--trainer-epochs", type=int, default=3)
     parser.add_argument("--reuse-runs", action="store_true", help="re-score the last reference/ours runs")
     parser.add_argument(

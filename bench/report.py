@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from bench.evaluator_bench import report_lines as evaluator_report_lines
 from bench.serving_bench import ratios
+
+logger = logging.getLogger(__name__)
 
 # Our component ids and the reference's, lined up by role for the side-by-side plot and table.
 STAGE_ROLES = (
@@ -290,42 +293,9 @@ def serving_text_section(r: dict) -> list[str]:
 
 
 def _scale_section(r: dict) -> list[str]:
-    lines = [
-        "## 5. Scale (synthetic taxi-like data, taxi schema)",
-        "",
-        "| rows | wall (s) | peak RSS (GiB) | of it shared/file-backed | at (s) | peak PSS (GiB) | AUC "
-        "| slowest stages (s) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for run in r["runs"]:
-        slow = sorted(run["stages"].items(), key=lambda kv: -kv[1])[:4]
-        auc = run.get("auc")
-        lines.append(
-            f"| {run['rows']:,} | {run['wall_seconds']:.0f} | {run['peak_rss_gib']:.2f} | "
-            f"{run.get('peak_shared_gib', 0.0):.2f} | {run.get('peak_at_seconds', 0.0):.0f} | "
-            f"{run.get('peak_pss_gib', 0.0):.2f} | "
-            f"{'n/a' if auc is None else f'{auc:.4f}'} | " + ", ".join(f"{k} {v:.0f}" for k, v in slow) + " |"
-        )
-    peak_pss = max(run.get("peak_pss_gib", 0.0) for run in r["runs"])
-    peak_rss = max(run["peak_rss_gib"] for run in r["runs"])
-    lines += ["", "Processes at the peak (MiB of RSS):", ""]
-    for run in r["runs"]:
-        by_process = sorted(run.get("peak_rss_mib_by_process", {}).items(), key=lambda kv: -kv[1])
-        shown = ", ".join(f"{_process_label(name)} {mib}" for name, mib in by_process if mib >= 64)
-        lines.append(f"- {run['rows']:,} rows: {shown}")
-    target = r["pss_target_gib"]
-    lines += [
-        "",
-        f"Peak PSS {peak_pss:.2f} GiB (target ≤ {target}): {_met(peak_pss <= target)}; "
-        f"summed RSS {peak_rss:.2f} GiB counts the shared library pages once per process.",
-    ]
-    if "time_ratio" in r:
-        lines.append(
-            f"Time ratio {r['time_ratio']:.2f} for {r['rows_ratio']:.0f}x the rows "
-            f"(target ≤ {r['time_ratio_target']}): "
-            f"{_met(r['time_ratio'] <= r['time_ratio_target'])}."
-        )
-    return [*lines, "", "![scale stages](scale_stages.png)", ""]
+    from bench.report_scale import scale_section  # it imports this module's stage roles
+
+    return scale_section(r)
 
 
 def _zoo_section(r: dict) -> list[str]:
@@ -558,27 +528,24 @@ def _plots(results: dict, out: Path) -> None:
         fig.savefig(out / "serving_latency.png", dpi=110)
         plt.close(fig)
     if "scale" in results:
-        runs = results["scale"]["runs"]
-        nodes = list(runs[0]["stages"])
-        fig, ax = plt.subplots(figsize=(9, 4.5))
-        for i, run in enumerate(runs):
-            ax.barh(
-                [j + i * 0.4 for j in range(len(nodes))],
-                [run["stages"].get(n, 0) for n in nodes],
-                0.4,
-                label=f"{run['rows']:,} rows",
-            )
-        ax.set_yticks([j + 0.2 for j in range(len(nodes))], nodes)
-        ax.invert_yaxis()
-        ax.set_xlabel("seconds")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "scale_stages.png", dpi=110)
-        plt.close(fig)
+        from bench.report_scale import scale_plot
+
+        scale_plot(results["scale"], out)
+
+
+def _drop_stale(results: dict[str, dict], out: Path) -> None:
+    from bench.report_scale import is_current
+
+    if "scale" in results and not is_current(results["scale"]):
+        logger.info(
+            "%s: left out of the report, written before scale ran the reference beside ours", out / "scale.json"
+        )
+        del results["scale"]
 
 
 def write_report(out: Path) -> Path:
     results = _load(out)
+    _drop_stale(results, out)
     lines = [
         "# Benchmark results",
         "",

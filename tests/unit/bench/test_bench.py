@@ -241,25 +241,215 @@ def test_report_judges_the_evaluator_at_equal_slices(tmp_path):
     assert "ours takes 1.50x the reference's (target ≤ 1.2): **not met**" in text
 
 
-def test_report_judges_scale_memory_on_pss_not_summed_rss(tmp_path):
-    # The issue's target is PSS: summed RSS counts TF's and torch's shared pages once per process.
-    def run(rows: int, rss: float, pss: float, wall: float) -> dict:
-        return {
-            "rows": rows,
-            "wall_seconds": wall,
-            "peak_rss_gib": rss,
-            "peak_pss_gib": pss,
-            "stages": {"Evaluator": 1.0},
-        }
+def _pipeline_run(name: str, wall: float, pss: float, auc: float, stages: dict, eval_examples: int) -> dict:
+    processes = {
+        "1 /work/.venv/bin/python -m bench.reference_pipeline --root r": 900,
+        "2 python -m sdk_worker_main": 80,
+    }
+    return {"name": name, "root": f"/w/{name}", "wall_seconds": wall, "peak_rss_gib": pss * 1.3, "peak_pss_gib": pss,
+            "stages": stages, "auc": auc, "eval_examples": eval_examples, "peak_rss_mib_by_process": processes,
+            "evaluator_metrics": {"binary_accuracy": 0.81, "example_count": eval_examples}}  # fmt: skip
 
-    result = {"runs": [run(1_000_000, 3.9, 2.9, 500.0), run(5_000_000, 4.6, 3.6, 1600.0)], "pss_target_gib": 4.0,
-              "time_ratio": 3.2, "rows_ratio": 5.0, "time_ratio_target": 5.5}  # fmt: skip
-    (tmp_path / "scale.json").write_text(json.dumps(result))
+
+def _scale_size(
+    rows: int, our_wall: float, our_pss: float, our_auc: float, ref_examples: int = 333_296, ref_wall: float = 700.0
+) -> dict:
+    from bench.scale_bench import comparison
+
+    ours = _pipeline_run("torchtfx", our_wall, our_pss, our_auc,
+                         {"CsvExampleGen": 85.0, "TorchTrainer": 40.0, "ChampionModel": 2.0, "Evaluator": 270.0},
+                         333_296)  # fmt: skip
+    ref = _pipeline_run("tfx_taxi_native_keras", ref_wall, 2.0, 0.9300,
+                        {"CsvExampleGen": 120.0, "Trainer": 200.0, "latest_blessed_model_resolver": 0.0,
+                         "Evaluator": 150.0}, ref_examples)  # fmt: skip
+    ref["auc_seconds"] = 31.5
+    beam = ["--direct_running_mode=multi_processing", "--direct_num_workers=2", "--setup_file=/w/setup.py"]
+    size = {"rows": rows, "data_bytes": 130 * 2**20, "generate_seconds": 5.0, "beam_args": beam, "ours": ours,
+            "reference": ref}  # fmt: skip
+    return {**size, **comparison(ours, ref)}
+
+
+def _scale_result(*sizes: dict) -> dict:
+    from bench.scale_bench import TARGETS, time_ratios
+
+    return {"benchmark": "scale", "sizes": list(sizes), "targets": dict(TARGETS), **time_ratios(list(sizes))}
+
+
+def test_scale_report_sets_ours_beside_the_reference_and_judges_the_targets_at_1m_rows(tmp_path):
+    met = _scale_size(1_000_000, our_wall=500.0, our_pss=2.8, our_auc=0.9340)
+    (tmp_path / "scale.json").write_text(json.dumps(_scale_result(met)))
     text = write_report(tmp_path).read_text()
-    assert "Peak PSS 3.60 GiB (target ≤ 4.0): met; summed RSS 4.60 GiB" in text
-    result["runs"][1]["peak_pss_gib"] = 4.2
-    (tmp_path / "scale.json").write_text(json.dumps(result))
-    assert "Peak PSS 4.20 GiB (target ≤ 4.0): **not met**" in write_report(tmp_path).read_text()
+    assert "## 5. Scale: against the reference at 1,000,000 rows (synthetic taxi rows)" in text
+    assert "### 1,000,000 rows" in text and "`--direct_running_mode=multi_processing --direct_num_workers=2" in text
+    assert "| Trainer | 40.0 | 200.0 |" in text and "| Evaluator | 272.0 | 150.0 |" in text
+    assert "| **wall (whole command)** | **500.0** | **700.0** |" in text
+    assert "| AUC | 0.9340 | 0.9300 |" in text and "| eval examples | 333,296 | 333,296 |" in text
+    assert "Wall ratio 0.71 (target ≤ 0.8): met; peak PSS ratio 1.40 (target ≤ 1.5): met; " in text
+    assert "AUC ours - reference +0.0040 (target ≥ -0.005): met." in text
+    assert "Eval example counts equal." in text
+    assert "torchtfx pipeline process 900, Beam worker 80; reference pipeline process 900" in text
+    assert "Our peak PSS at 1,000,000 rows 2.80 GiB (target ≤ 4.0 at 5,000,000 rows): for comparison." in text
+    assert "Wall at" not in text  # one size: no time ratio
+    assert (tmp_path / "scale_stages.png").stat().st_size > 0
+
+
+def test_scale_report_flags_missed_targets_and_judges_5m_rows(tmp_path):
+    missed = _scale_size(1_000_000, our_wall=600.0, our_pss=3.2, our_auc=0.9240, ref_examples=333_000)
+    large = _scale_size(5_000_000, our_wall=3600.0, our_pss=4.2, our_auc=0.9300, ref_wall=3500.0)
+    (tmp_path / "scale.json").write_text(json.dumps(_scale_result(missed, large)))
+    text = write_report(tmp_path).read_text()
+    assert "Wall ratio 0.86 (target ≤ 0.8): **not met**; peak PSS ratio 1.60 (target ≤ 1.5): **not met**; " in text
+    assert "AUC ours - reference -0.0060 (target ≥ -0.005): **not met**." in text
+    assert "Eval example counts **not equal**: the splits differ." in text
+    assert "Wall ratio 1.03 (target ≤ 0.8): for comparison" in text  # the ratio targets are set at 1M rows
+    assert "Our peak PSS at 5,000,000 rows 4.20 GiB (target ≤ 4.0 at 5,000,000 rows): **not met**." in text
+    assert "torchtfx 6.00 (target ≤ 5.5 for 5,000,000 / 1,000,000): **not met**; reference 5.00." in text
+
+
+def test_report_leaves_out_a_scale_result_of_the_old_format(tmp_path, caplog):
+    old = {"runs": [{"rows": 1_000_000, "wall_seconds": 500.0, "peak_rss_gib": 3.9, "stages": {"Evaluator": 1.0}}],
+           "pss_target_gib": 4.0, "time_ratio_target": 5.5}  # fmt: skip
+    (tmp_path / "scale.json").write_text(json.dumps(old))
+    with caplog.at_level("INFO", logger="bench.report"):
+        text = write_report(tmp_path).read_text()
+    assert "## 5." not in text and not (tmp_path / "scale_stages.png").exists()
+    assert "written before scale ran the reference beside ours" in caplog.text
+
+
+def test_scale_beam_args_are_sized_for_the_generated_data_dir(tmp_path, taxi_cfg):
+    from bench import pipelines, scale_bench
+    from torchtfx.pipeline.beam_args import SMALL_INPUT_BYTES
+
+    data = tmp_path / "data"
+    data.mkdir()
+    with (data / "part-00000.csv").open("w") as handle:
+        handle.write("trip_miles,tips\n")
+        handle.truncate(SMALL_INPUT_BYTES + 1)  # sparse: 32 MiB on paper, no disk or write time
+    args = scale_bench.shared_beam_args(taxi_cfg, data, tmp_path / "ours", beam_workers=3)
+    assert args[:2] == ["--direct_running_mode=multi_processing", "--direct_num_workers=3"]
+    assert scale_bench.our_run_flags(args) == ["--beam-mode", "multi_processing"]
+    # Without a data dir: the packaged 15k-row taxi CSV, as the taxi-size reference benchmark runs it.
+    packaged = pipelines.beam_args(3, taxi_cfg, tmp_path / "ours")
+    assert packaged[:2] == ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+
+
+def test_scale_generates_once_then_runs_the_reference_then_ours_from_cold_roots(tmp_path, monkeypatch):
+    from bench import pipelines, scale_bench
+    from bench.pipelines import PipelineRun
+
+    calls = []
+
+    def generate(rows, out_dir, seed):
+        out_dir.mkdir(parents=True)
+        (out_dir / "part-00000.csv").write_text("trip_miles,tips\n1.0,2.0\n")
+        calls.append(("generate", rows))
+        return 0.5
+
+    def run(name, wall):
+        def fake(root, data_dir, *rest, **kwargs):
+            calls.append((name, root.name, data_dir.name, rest, kwargs.get("extra")))
+            return PipelineRun(name, root, wall, 1.0, {"Evaluator": 1.0}, peak_pss_gib=wall / 100)
+
+        return fake
+
+    (tmp_path / "ours_1000").mkdir()  # a root left by an earlier run: removed before ours runs
+    monkeypatch.setattr(scale_bench, "_generate", generate)
+    monkeypatch.setattr(pipelines, "run_reference", run("reference", 100.0))
+    monkeypatch.setattr(pipelines, "run_ours", run("ours", 80.0))
+    monkeypatch.setattr(pipelines, "reference_metrics", lambda root: {"auc": 0.93, "eval_examples": 330})
+    monkeypatch.setattr(pipelines, "evaluator_metrics", lambda root: {"auc": 0.94, "example_count": 330.0})
+    result = scale_bench.scale([1000, 5000], tmp_path, beam_workers=2)
+    args = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    steps = [(("generate", n), ("reference", f"reference_{n}", f"data_{n}"), ("ours", f"ours_{n}", f"data_{n}"))
+             for n in (1000, 5000)]  # fmt: skip
+    assert [c[:3] for c in calls] == [step for size in steps for step in size]
+    assert calls[1][3][0][:2] == args and calls[2][4] == ["--beam-mode", "in_memory"]
+    first = result["sizes"][0]
+    assert first["beam_args"][:2] == args and first["wall_ratio"] == pytest.approx(0.8)
+    assert first["auc_delta"] == pytest.approx(0.01) and first["eval_examples_equal"]
+    assert (first["ours"]["eval_examples"], first["reference"]["eval_examples"]) == (330, 330)
+    assert result["time_ratio"] == pytest.approx(1.0) and result["time_ratio_rows"] == [1000, 5000]
+    assert not (tmp_path / "data_1000").exists()  # the generated rows go once both pipelines ran
+
+
+_REFERENCE_ROWS = ((0.1, 0), (0.4, 0), (0.35, 1), (0.8, 1), (0.2, 0), (0.9, 1))  # (score, label): AUC 8/9
+
+
+def _tiny_reference_model(model_dir: Path) -> None:
+    """A SavedModel with the reference's two signatures: ``serving_default`` (the score) and
+    ``transform_features`` (the label ``tips_xf``)."""
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None], tf.string, name="examples")
+
+    class Reference(tf.Module):
+        @tf.function(input_signature=[spec])
+        def serve(self, examples):
+            return {
+                "outputs": tf.io.parse_example(examples, {"score": tf.io.FixedLenFeature([1], tf.float32)})["score"]
+            }
+
+        @tf.function(input_signature=[spec])
+        def transform(self, examples):
+            return {"tips_xf": tf.io.parse_example(examples, {"tips": tf.io.FixedLenFeature([1], tf.int64)})["tips"]}
+
+    module = Reference()
+    tf.saved_model.save(module, str(model_dir), signatures={"serving_default": module.serve,
+                                                            "transform_features": module.transform})  # fmt: skip
+
+
+def _tiny_eval_split(split_dir: Path) -> None:
+    import tensorflow as tf
+
+    split_dir.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(split_dir / "data_tfrecord-00000-of-00001.gz"), options="GZIP") as writer:
+        for score, label in _REFERENCE_ROWS:
+            features = {"score": tf.train.Feature(float_list=tf.train.FloatList(value=[score])),
+                        "tips": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}  # fmt: skip
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+
+
+def _reference_store(root: Path, outputs: dict[str, dict[str, str]]) -> None:
+    """An ML Metadata store laid out as LocalDagRunner writes it: a pipeline_run context, a node context per
+    component (``<pipeline>.<component id>``), each execution's output artifacts keyed by output name."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2 as pb
+    from tfx.orchestration import metadata
+
+    store = metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
+    run_type = store.put_context_type(pb.ContextType(name="pipeline_run"))
+    node_type = store.put_context_type(pb.ContextType(name="node"))
+    execution_type = store.put_execution_type(pb.ExecutionType(name="component"))
+    artifact_type = store.put_artifact_type(pb.ArtifactType(name="artifact"))
+    run = pb.Context(type_id=run_type, name="run-1")
+    run.id = store.put_contexts([run])[0]
+    for node, keyed in outputs.items():
+        context = pb.Context(type_id=node_type, name=f"chicago_taxi_native_keras.{node}")
+        context.id = store.put_contexts([context])[0]
+        events = []
+        for key, uri in keyed.items():
+            event = pb.Event(type=pb.Event.OUTPUT)
+            event.path.steps.add().key = key
+            events.append((pb.Artifact(type_id=artifact_type, uri=uri), event))
+        execution = pb.Execution(type_id=execution_type, last_known_state=pb.Execution.COMPLETE)
+        store.put_execution(execution, events, [run, context])
+
+
+def test_reference_metrics_score_its_model_on_its_eval_split_and_keep_its_evaluator_output(tmp_path):
+    from bench import pipelines
+    from tests.unit.pipeline.reporting import evaluations
+
+    model, examples, evaluation = tmp_path / "model", tmp_path / "examples", tmp_path / "evaluation"
+    _tiny_reference_model(model / "Format-Serving")
+    _tiny_eval_split(examples / "Split-eval")
+    evaluation.mkdir()
+    # The reference's EvalConfig: BinaryAccuracy alone, one model (no name).
+    evaluations.write(evaluation, [(evaluations.OVERALL, evaluations.metric_key("binary_accuracy", model=""), 0.75)])
+    _reference_store(tmp_path, {"CsvExampleGen": {"examples": str(examples)}, "Trainer": {"model": str(model)},
+                                "Evaluator": {"evaluation": str(evaluation)}})  # fmt: skip
+    found = pipelines.reference_metrics(tmp_path)
+    assert found["auc"] == pytest.approx(8 / 9, abs=2e-3) and found["eval_examples"] == len(_REFERENCE_ROWS)
+    assert found["evaluator_metrics"] == {"binary_accuracy": 0.75}
 
 
 def test_the_corpus_names_every_research_factory_file_and_its_installed_package():
