@@ -57,6 +57,10 @@ class TrainerHParams(StrictConfig):
     lr_schedule: Literal["constant", "cosine"] = "constant"
     grad_clip_norm: pydantic.PositiveFloat = 1.0
     early_stopping_patience: PositiveInt = 3
+    # An epoch improves on the best only when its eval loss is lower by more than this fraction of the best (0:
+    # any decrease counts). Measured at 1M synthetic taxi rows: eval loss 0.2415 after epoch 1, then changes of
+    # 0.04% or less while 6 more epochs ran (33 s of 48 s of training) for eval AUC 0.9378 -> 0.9381.
+    early_stopping_min_delta: pydantic.NonNegativeFloat = 1e-3
     seed: int = 42
     # "auto": below IN_PROCESS_MAX_TRAIN_ROWS training rows, one worker in the executor's own process (no torchrun:
     # its agent and workers cost about 11 s of start-up and 2.6 GiB of RSS on taxi, where training takes 1 s);

@@ -28,3 +28,11 @@ class TrainingRun:
     world_size: int
     device: str
     history: list[dict[str, float]]
+
+
+def improves(loss: float, best: float, min_delta: float) -> bool:
+    """Whether an epoch's eval loss counts as better than the best so far for early stopping: lower by more than
+    ``min_delta`` of the best's size (and by more than 1e-6 in all)."""
+    if not np.isfinite(best):  # the first epoch: any finite loss is the best so far
+        return bool(np.isfinite(loss))
+    return loss < best - max(1e-6, min_delta * abs(best))

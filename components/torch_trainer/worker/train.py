@@ -42,7 +42,7 @@ from torchtfx.components.torch_trainer.worker.fatal import is_peer_failure, reco
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
 from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
-from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
+from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun, improves
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches, eval_batch_size
 from torchtfx.components.torch_trainer.worker.unused_parameters import (
     find_unused_parameters,
@@ -225,7 +225,7 @@ class Trainer:
             record.update({f"eval_{name}": value for name, value in evaluation.metrics.items()})
             record["examples_per_second"] = self.examples_per_epoch / (time.perf_counter() - tick)
             self.history.append(record)
-            if eval_loss < self.best_loss - 1e-6:
+            if improves(eval_loss, self.best_loss, self.hp.early_stopping_min_delta):
                 self.best_loss, self.bad_epochs = eval_loss, 0
                 self.best_state = copy.deepcopy(self.model.module.state_dict())
             else:
