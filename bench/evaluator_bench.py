@@ -36,7 +36,7 @@ def _variants(dataset) -> dict[str, tuple[list, list]]:
     metrics = []
     for spec in ours.metrics_specs:
         for metric in spec.metrics:
-            plain = tfma.MetricConfig(class_name=metric.class_name, config=metric.config)
+            plain = tfma.MetricConfig(class_name=metric.class_name, config=metric.config, module=metric.module)
             if plain.class_name not in {m.class_name for m in metrics}:
                 metrics.append(plain)
     reference = [tfma.MetricConfig(class_name=REFERENCE_METRIC)]

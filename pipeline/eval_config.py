@@ -20,6 +20,7 @@ from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.task import BINARY, MULTICLASS
 
+CALIBRATION, CALIBRATION_MODULE = "HistogramCalibration", "torchtfx.pipeline.eval_metrics"
 REPORTED_METRICS = ("ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall", "CalibrationPlot")
 MULTICLASS_ACCURACY = "SparseCategoricalAccuracy"
 MULTICLASS_PER_CLASS = ("Recall", "Precision", "AUC")  # one value per class_id
@@ -145,7 +146,9 @@ def build_metrics_specs(dataset: DatasetConfig, gates: GateConfig) -> list[tfma.
 
 def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     low, high = gates.calibration_band
-    metrics = [_auc_config(gates), _value_bounded("Calibration", low, high)]
+    calibration = _value_bounded(CALIBRATION, low, high)  # TFMA's Calibration from the AUC's histogram
+    calibration.module = CALIBRATION_MODULE
+    metrics = [_auc_config(gates), calibration]
     # AUC and Calibration have gates of their own; GateConfig refuses extra bounds on them.
     for name in sorted(set(gates.value_floors) | set(gates.value_ceilings)):
         metrics.append(_value_bounded(name, gates.value_floors.get(name), gates.value_ceilings.get(name)))

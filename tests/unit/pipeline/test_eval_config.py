@@ -46,7 +46,7 @@ def test_default_gates_are_an_auc_floor_and_drop_and_a_calibration_band(taxi_cfg
     assert auc.threshold.value_threshold.lower_bound.value == 0.75
     change = auc.threshold.change_threshold
     assert change.absolute.value == -0.01 and change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
-    assert _bounds(metrics["Calibration"]) == (0.75, 1.25)
+    assert _bounds(metrics["HistogramCalibration"]) == (0.75, 1.25)
     assert set(REPORTED_METRICS) <= set(metrics)
     assert not metrics["Precision"].per_slice_thresholds  # reported, not gated
 
@@ -177,7 +177,7 @@ def test_binary_eval_config_is_what_it_was_before_tasks(taxi_cfg):
     (metrics_spec,) = config.metrics_specs
     assert not metrics_spec.HasField("binarize") and not metrics_spec.HasField("aggregate")
     assert [m.class_name for m in metrics_spec.metrics] == [
-        "AUC", "Calibration", "ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall",
+        "AUC", "HistogramCalibration", "ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall",
         "CalibrationPlot",
     ]  # fmt: skip
 
@@ -313,3 +313,39 @@ def test_curve_metrics_use_1000_thresholds_and_a_100_bucket_calibration_plot(dat
     ]
     curves = [(name, config) for name, config in configs if name in ("AUC", "AUCPrecisionRecall", "CalibrationPlot")]
     assert curves and all(config == METRIC_RESOLUTION[name] for name, config in curves)
+
+
+def test_calibration_from_the_auc_histogram_equals_tfma_s_own_and_is_gated_by_the_band(tmp_path):
+    """Our Calibration (pipeline/eval_metrics.py) against TFMA's on the same rows: same value; a model that
+    predicts twice the base rate fails the default band under the metric's own name."""
+    import numpy as np
+    import pandas as pd
+    from tensorflow_model_analysis.metrics import calibration, metric_specs
+
+    from torchtfx.pipeline.eval_config import CALIBRATION, CALIBRATION_MODULE
+
+    rng = np.random.default_rng(3)
+    label = (rng.random(3000) < 0.3).astype(float)
+    frame = pd.DataFrame({"label": label, "prediction": np.clip(0.3 * label + 0.5 * rng.random(3000), 0, 1)})
+    spec = tfma.ModelSpec(label_key="label", prediction_key="prediction")
+    values, combiners = {}, {}
+    for module, name in (("", "Calibration"), (CALIBRATION_MODULE, CALIBRATION)):
+        metrics = [tfma.MetricConfig(class_name=name, module=module),
+                   tfma.MetricConfig(class_name="AUC", config='"num_thresholds": 1000')]  # fmt: skip
+        config = tfma.EvalConfig(model_specs=[spec], metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
+        computations = metric_specs.to_computations(config.metrics_specs, eval_config=config)
+        combiners[module] = {type(c.combiner).__name__ for c in computations if hasattr(c, "combiner")}
+        out = tmp_path / (module or "tfma")
+        tfma.analyze_raw_data(frame, config, output_path=str(out))
+        (overall,) = tfma.load_metrics(str(out))
+        values[module] = {kv.key.name: kv.value.double_value.value for kv in overall.metric_keys_and_values}
+    weighted_sums = calibration._WeightedLabelsPredictionsExamplesCombiner.__name__  # TFMA's pass of its own
+    assert weighted_sums in combiners[""] and weighted_sums not in combiners[CALIBRATION_MODULE]
+    assert combiners[CALIBRATION_MODULE] == combiners[""] - {weighted_sums}
+    expected = frame.prediction.sum() / frame.label.sum()
+    assert values[CALIBRATION_MODULE]["calibration"] == pytest.approx(values[""]["calibration"], rel=1e-12)
+    assert values[CALIBRATION_MODULE]["calibration"] == pytest.approx(expected, rel=1e-12)
+
+    frame["prediction"] = np.clip(frame.prediction * 2, 0, 1)
+    _, failed = _computed(load_dataset_config("taxi"), GateConfig(), frame, tmp_path / "twice")
+    assert "calibration" in failed
