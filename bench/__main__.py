@@ -94,6 +94,23 @@ def _evaluator(work: Path, beam_workers: int) -> dict:
     return evaluator_costs(model_dir, pipelines.eval_examples_dir(root), load_dataset_config("taxi"), work / "tfma")
 
 
+def _reference_serving_dir(work: Path, beam_workers: int) -> tuple[Path | None, str | None]:
+    """(the reference benchmark's pushed reference model, None), the reference pipeline run at taxi size first when
+    absent; or (None, why) where its Pusher pushed nothing (its Evaluator did not bless the model)."""
+    from bench import pipelines
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.sources import default_data_dir
+
+    root = work / "reference"
+    if not (root / "serving").is_dir():
+        shutil.rmtree(root, ignore_errors=True)
+        dataset = load_dataset_config("taxi")
+        pipelines.run_reference(root, default_data_dir(dataset), pipelines.beam_args(beam_workers, dataset, work))
+    if not (root / "serving").is_dir():
+        return None, f"the reference pipeline pushed no model to {root / 'serving'} (not blessed)"
+    return pipelines.only_subdir(root / "serving"), None
+
+
 def _serving(work: Path, beam_workers: int) -> dict:
     from bench import pipelines
     from bench.serving_bench import serving
@@ -109,11 +126,14 @@ def _serving(work: Path, beam_workers: int) -> dict:
     serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
     raw_eval = pipelines.eval_examples_dir(root)
     hparams = TrainerHParams()  # `torchtfx run` defaults, as the reference benchmark ran it
-    result = serving(export_dir, serving_dir, raw_eval, layout, hparams, work / "serving")
+    # TFX's taxi native-Keras model as its Pusher pushed it, its serving_default fed our same eval rows (issue 29)
+    reference_dir, reference_unavailable = _reference_serving_dir(work, beam_workers)
+    result = serving(export_dir, serving_dir, raw_eval, layout, hparams, work / "serving", reference_dir)
     parity = measure_parity(
         str(serving_dir), str(raw_eval), load_torch_model(export_dir, layout, hparams), layout, 1e-5
     )
-    return {**result, "parity_max_abs_diff": parity.max_abs_diff, "parity_examples": parity.examples}
+    return {**result, "parity_max_abs_diff": parity.max_abs_diff, "parity_examples": parity.examples,
+            "reference_unavailable": reference_unavailable}  # fmt: skip
 
 
 def _trainer_root(work: Path, sizes: list[int]) -> Path:

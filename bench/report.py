@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from bench.evaluator_bench import report_lines as evaluator_report_lines
+from bench.report_serving import reference_signature_lines
 from bench.serving_bench import ratios
 
 logger = logging.getLogger(__name__)
@@ -156,6 +157,7 @@ def _serving_section(r: dict) -> list[str]:
         "",
         *_network_target_lines(r),
         "",
+        *reference_signature_lines(r),
         f"ONNX -> TF conversion {r['onnx2tf_conversion_seconds']:.1f} s (in a warm process); "
         f"parity over {r['parity_examples']} eval rows: "
         f"max |SavedModel - PyTorch| = {r['parity_max_abs_diff']:.2e}.",

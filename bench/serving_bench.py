@@ -10,6 +10,11 @@ TF function costs per call from Python, whatever its graph. TF Serving calls the
 ``converted_network_session``, ``savedmodel_signature_session`` and ``tf_session_floor`` are the same three
 graphs run by ``TF_SessionRun`` from a C process (``bench/session_run.py``), the call TF Serving makes.
 
+Beside them, the reference's whole served signature (issue 29): TFX's native-Keras taxi model, as its Pusher
+pushed it, its ``serving_default`` fed the same raw serialized tf.Examples (``reference_signature`` from Python,
+``reference_signature_session`` by ``TF_SessionRun``), in the same interleaved rounds; and where each signature's
+time goes per op type (:func:`signature_profiles`).
+
 Every runtime gets the same number of intra-op threads (the machine's cores) and the same rows.
 """
 
@@ -182,6 +187,16 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     )
 
 
+def examples_call(saved_model_dir: Path, signature: str = "serving_default") -> Callable:
+    """``call(examples) -> outputs`` of a SavedModel signature fed serialized tf.Examples by its one input's name
+    (``examples`` in ours and in TFX's taxi example, read from the signature rather than assumed)."""
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(saved_model_dir)).signatures[signature]
+    (name,) = serve.structured_input_signature[1]
+    return lambda examples: serve(**{name: examples})
+
+
 def ratios(latency: dict[str, dict[str, dict]], runtime: str, other: str) -> dict[str, float]:
     """Median ``runtime`` ms / median ``other`` ms, per batch size both were measured at."""
     mine, theirs = latency.get(runtime, {}), latency.get(other, {})
@@ -203,40 +218,128 @@ def enter_session_runs(make: Callable[[], dict], stack) -> tuple[dict, str | Non
     return runs, None
 
 
-def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack):
-    """The tabular network's :func:`bench.session_run.session_runs` through :func:`enter_session_runs`."""
+def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack,
+                   reference_dir: Path | None = None):  # fmt: skip
+    """The tabular network's :func:`bench.session_run.session_runs` through :func:`enter_session_runs`; with
+    ``reference_dir``, also ``reference_signature_session``: that SavedModel's ``serving_default`` fed
+    ``examples`` by its one input (the reference pipeline's pushed model)."""
     from bench import session_run
 
     def make() -> dict:
+        threads = os.cpu_count() or 1
         feeds = {"dense": dense, "categorical": categorical}
         graphs = session_run.save_graphs(network, session_run.input_specs(feeds), work)
-        return session_run.session_runs(graphs, serving_dir, examples, feeds, work, os.cpu_count() or 1)
+        runs = session_run.session_runs(graphs, serving_dir, examples, feeds, work, threads)
+        if reference_dir is not None:
+            (name,) = session_run.signature_inputs(reference_dir)
+            runs["reference_signature_session"] = session_run.SessionRun(
+                graphs.binary, reference_dir, {name: list(examples)}, work / "reference_rows", threads
+            )
+        return runs
 
     return enter_session_runs(make, stack)
 
 
-def serving(
-    export_dir: Path, serving_dir: Path, raw_eval_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, work: Path
-) -> dict:
-    import contextlib
+# A served tf.Example signature's stages by op type. The TFT layer is a function call in the graph (TF's optimizer
+# does not inline TFT's pruned graph function, in ours or in the reference's), so the trace times it whole: in both
+# taxi signatures the one StatefulPartitionedCall node is ``transform_features_layer``; the network's ops are inlined.
+STAGE_OPS = {"parse": ("ParseExample", "ParseExampleV2", "ParseSingleExample"),
+              "tft_layer": ("StatefulPartitionedCall", "PartitionedCall")}  # fmt: skip
 
+
+def signature_stages(ops: dict[str, dict]) -> dict[str, float]:
+    """Milliseconds per call of an op profile's op types by stage: ``parse`` (ParseExample), ``tft_layer`` (the
+    function calls: the TFT layer), ``network_and_rest`` (every other op: the network and the glue around it)."""
+    stages = dict.fromkeys((*STAGE_OPS, "network_and_rest"), 0.0)
+    for op, found in ops.items():
+        stage = next((name for name, types in STAGE_OPS.items() if op in types), "network_and_rest")
+        stages[stage] += found["ms_per_call"]
+    return stages
+
+
+def top_ops(profile: dict, top: int = 8, nodes: int = 5) -> dict:
+    """:func:`bench.session_run.op_profile` cut to its ``top`` op types and ``nodes`` slowest nodes, with every op
+    type's milliseconds by :func:`signature_stages`; ``traced_ms_per_call``: all op types' milliseconds summed,
+    what the shares are of."""
+    total = sum(v["ms_per_call"] for v in profile["ops"].values())
+    kept = dict(sorted(profile["ops"].items(), key=lambda kv: -kv[1]["ms_per_call"])[:top])
+    return {"wall_ms": profile["wall_ms"], "nodes": profile["nodes"], "traced_ms_per_call": total, "ops": kept,
+            "stages": signature_stages(profile["ops"]), "top_nodes": profile["top_nodes"][:nodes]}  # fmt: skip
+
+
+def signature_profiles(models: dict[str, Path], examples: list[bytes], threads: int,
+                       batches: tuple[int, ...] = BATCH_SIZES) -> dict[str, dict[str, dict]]:  # fmt: skip
+    """name -> batch -> :func:`top_ops` of each SavedModel's ``serving_default`` under ``Session::Run`` (traced),
+    fed the first ``batch`` of ``examples``: which op types (ParseExample, TFT's lookups and buckets, the network's
+    matmuls) take each signature's time."""
+    from bench import session_run
+
+    profiles: dict[str, dict[str, dict]] = {}
+    for name, saved_model_dir in models.items():
+        (input_name,) = session_run.signature_inputs(saved_model_dir)
+        for batch in batches:
+            feeds = {input_name: np.array(examples[:batch], dtype=object)}
+            found = top_ops(session_run.op_profile(saved_model_dir, feeds, threads))
+            profiles.setdefault(name, {})[str(batch)] = found
+            logger.info("%s signature batch %s: %.3f ms per traced call", name, batch, found["wall_ms"])
+    return profiles
+
+
+def _timings(runtimes: dict[str, Callable], sessions: dict, examples: list[bytes], dense, categorical) -> dict:
+    """runtime -> batch -> :func:`interleaved_latency_ms`'s summary, every runtime and C timer in the same rounds."""
     import tensorflow as tf
 
+    results: dict[str, dict[str, dict]] = {}
+    for batch in BATCH_SIZES:
+        ex, d, c = tf.constant(examples[:batch]), dense[:batch], categorical[:batch]
+        calls = {name: functools.partial(fn, ex, d, c) for name, fn in runtimes.items()}
+        timers = {name: run.timer(batch) for name, run in sessions.items()}
+        for name, found in interleaved_latency_ms(calls, timers).items():
+            results.setdefault(name, {})[str(batch)] = found
+            logger.info("serving %s batch %s: %.3f ms", name, batch, found["median_ms"])
+    return results
+
+
+def _against_reference(results: dict, sessions: dict, reference_dir: Path | None) -> dict:
+    """Issue 29's comparison: our whole signature / the reference's, per batch, judged (like TF Serving runs
+    them) on the ``TF_SessionRun`` timings where the C harness runs, else on the Python calls."""
+    if reference_dir is None:
+        return {"reference_model_dir": None}
+    runtime, other = ("savedmodel_signature_session", "reference_signature_session") if sessions else (
+        "savedmodel_signature", "reference_signature")  # fmt: skip
+    return {
+        "reference_model_dir": str(reference_dir),
+        "signature_target_runtime": runtime,
+        "signature_vs_reference": ratios(results, runtime, other),
+        "target_vs_reference": 1.0,
+    }
+
+
+def serving(
+    export_dir: Path,
+    serving_dir: Path,
+    raw_eval_dir: Path,
+    layout: FeatureLayout,
+    hparams: TrainerHParams,
+    work: Path,
+    reference_dir: Path | None = None,
+) -> dict:
+    """The runtimes' latency at each batch; with ``reference_dir`` (the reference pipeline's pushed SavedModel),
+    its whole signature beside ours, on the same rows, and both signatures' op profiles."""
+    import contextlib
+
     saved, network, runtimes, conversion_seconds = _runtimes(export_dir, serving_dir, layout, hparams, work)
+    if reference_dir is not None:
+        reference = examples_call(reference_dir)
+        runtimes["reference_signature"] = lambda ex, d, c: reference(ex)
     examples = _eval_rows(raw_eval_dir, max(BATCH_SIZES))
     dense, categorical = _network_inputs(saved, examples, layout)
-    results: dict[str, dict[str, dict]] = {}
     with contextlib.ExitStack() as stack:
         sessions, unavailable = session_timers(
-            network, serving_dir, examples, dense, categorical, work / "c_api", stack
+            network, serving_dir, examples, dense, categorical, work / "c_api", stack, reference_dir
         )
-        for batch in BATCH_SIZES:
-            ex, d, c = tf.constant(examples[:batch]), dense[:batch], categorical[:batch]
-            calls = {name: functools.partial(fn, ex, d, c) for name, fn in runtimes.items()}
-            timers = {name: run.timer(batch) for name, run in sessions.items()}
-            for name, found in interleaved_latency_ms(calls, timers).items():
-                results.setdefault(name, {})[str(batch)] = found
-                logger.info("serving %s batch %s: %.3f ms", name, batch, found["median_ms"])
+        results = _timings(runtimes, sessions, examples, dense, categorical)
+    models = {"ours": serving_dir, **({"reference": reference_dir} if reference_dir is not None else {})}
     network_runtime = "converted_network_session" if sessions else "converted_network"
     return {
         "threads": os.cpu_count(),
@@ -249,4 +352,6 @@ def serving(
         "converted_vs_torch": ratios(results, network_runtime, "torch"),
         "target": 1.5,
         "onnx2tf_conversion_seconds": conversion_seconds,
+        "signature_op_profile": signature_profiles(models, examples, os.cpu_count() or 1),
+        **_against_reference(results, sessions, reference_dir),
     }

@@ -91,6 +91,11 @@ def _signature_tensors(export_dir: Path, signature: str) -> tuple[dict[str, str]
     return {k: v.name for k, v in found.inputs.items()}, [found.outputs[k].name for k in sorted(found.outputs)]
 
 
+def signature_inputs(saved_model_dir: Path, signature: str = NETWORK_SIGNATURE) -> list[str]:
+    """A saved signature's input names (the keys it is fed by), sorted: ``["examples"]`` for a tf.Example one."""
+    return sorted(_signature_tensors(saved_model_dir, signature)[0])
+
+
 def _write_rows(values, path: Path) -> str:
     """The feed file for ``values`` (numpy array, or list of bytes); returns its DTYPE argument."""
     if isinstance(values, np.ndarray):

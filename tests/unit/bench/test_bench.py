@@ -217,6 +217,50 @@ def test_report_judges_the_network_targets_on_the_c_api_runtime(tmp_path):
     assert "From Python (`converted_network`, a ConcreteFunction call): / onnxruntime 1: 3.00" in text
 
 
+def _serving_against_reference(ours_ms: tuple[float, ...], reference_ms: tuple[float, ...]) -> dict:
+    """A serving result with the reference's whole signature beside ours at batch 1, 32 and 1024."""
+    batches = ("1", "32", "1024")
+
+    def lat(values: tuple[float, ...]) -> dict:
+        return {b: {"median_ms": ms, "p90_ms": ms, "calls": 20} for b, ms in zip(batches, values, strict=True)}
+
+    ops = {"ParseExampleV2": 0.2, "StatefulPartitionedCall": 0.1, "MatMul": 0.06, "Cast": 0.03, "Const": 0.01}
+    profile = {"wall_ms": 0.5, "nodes": 40, "traced_ms_per_call": 0.4, "top_nodes": [],
+               "ops": {op: {"ms_per_call": ms, "nodes": 1} for op, ms in ops.items()},
+               "stages": {"network_and_rest": 0.1, "parse": 0.2, "tft_layer": 0.1}}  # fmt: skip
+    return {
+        "latency": {"savedmodel_signature_session": lat(ours_ms), "reference_signature_session": lat(reference_ms)},
+        "onnx2tf_conversion_seconds": 0.1, "parity_examples": 10, "parity_max_abs_diff": 1e-7,
+        "reference_model_dir": "/runs/reference/serving/1", "signature_target_runtime": "savedmodel_signature_session",
+        "signature_vs_reference": {b: o / r for b, o, r in zip(batches, ours_ms, reference_ms, strict=True)},
+        "target_vs_reference": 1.0,
+        "signature_op_profile": {"ours": {"1": profile, "1024": profile}, "reference": {"1": profile}},
+    }  # fmt: skip
+
+
+def test_report_judges_our_whole_signature_against_the_references_at_every_batch(tmp_path):
+    (tmp_path / "serving.json").write_text(json.dumps(_serving_against_reference((0.5, 0.8, 3.0), (1.0, 1.6, 2.0))))
+    text = write_report(tmp_path).read_text()
+    assert "- batch 1: ours 0.500 ms, reference 1.000 ms: 0.50x (target ≤ 1.0): met." in text
+    assert "- batch 32: ours 0.800 ms, reference 1.600 ms: 0.50x (target ≤ 1.0): met." in text
+    assert "- batch 1024: ours 3.000 ms, reference 2.000 ms: 1.50x (target ≤ 1.0): **not met**." in text
+    assert "ours at batch 1 (0.40 ms) parse 50%, TFT layer 25%, network and the rest 25% (top op types there: " \
+           "MatMul 15%, Cast 8%), at batch 1024 (0.40 ms) parse 50%" in text  # fmt: skip
+    assert "; reference at batch 1 (0.40 ms) parse 50%" in text and "Const" not in text
+    assert "`savedmodel_signature_session`" in text and "`reference_signature_session`" in text
+
+
+def test_report_says_why_the_references_signature_was_not_measured(tmp_path):
+    result = _serving_against_reference((0.5, 0.8, 3.0), (1.0, 1.6, 2.0))
+    for key in ("signature_vs_reference", "signature_target_runtime", "target_vs_reference"):
+        del result[key]
+    result["reference_unavailable"] = "the reference pipeline pushed no model (not blessed)"
+    (tmp_path / "serving.json").write_text(json.dumps(result))
+    text = write_report(tmp_path).read_text()
+    assert "- The reference's signature was not measured: the reference pipeline pushed no model (not blessed)." in text
+    assert "target ≤ 1.0" not in text
+
+
 def test_evaluator_bench_measures_each_of_our_metrics_against_the_reference_config(taxi_cfg):
     from bench.evaluator_bench import _variants
 
@@ -224,7 +268,7 @@ def test_evaluator_bench_measures_each_of_our_metrics_against_the_reference_conf
     reference_metrics, reference_slices = variants["reference"]
     assert [m.class_name for m in reference_metrics] == ["BinaryAccuracy"] and len(reference_slices) == 1
     ours_metrics, _ = variants["ours_overall"]
-    assert {"AUC", "Calibration", "CalibrationPlot", "BinaryAccuracy"} <= {m.class_name for m in ours_metrics}
+    assert {"AUC", "HistogramCalibration", "CalibrationPlot", "BinaryAccuracy"} <= {m.class_name for m in ours_metrics}
     assert len(variants["ours"][1]) == 1 + len(taxi_cfg.slices)
     assert {f"+{m.class_name}" for m in ours_metrics if m.class_name != "BinaryAccuracy"} <= set(variants)
     assert all(not m.HasField("threshold") and not m.per_slice_thresholds for m in ours_metrics)

@@ -84,6 +84,56 @@ def test_the_tabular_benchmarks_timers_run_the_network_the_floor_and_the_signatu
         assert all(len(run.timer(10)(0.0, 2)) == 2 for run in runs.values())
 
 
+class _KerasLike(tf.Module):
+    """The reference's served signature in miniature (TFX's taxi ``_get_tf_examples_serving_signature``): a
+    ``serving_default`` whose one input is named ``examples`` by its TensorSpec, not by its argument, parsing a
+    float feature (rows carrying more features than it parses, as our eval rows carry the label) into ``outputs``."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+    def serve_tf_examples_fn(self, serialized_tf_example):
+        parsed = tf.io.parse_example(serialized_tf_example, {"x": tf.io.FixedLenFeature([], tf.float32)})
+        return {"outputs": tf.sigmoid(parsed["x"])}
+
+
+def _keras_like_model(directory):
+    module = _KerasLike()
+    tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve_tf_examples_fn})
+    return directory
+
+
+def _examples_with_a_label(rows: int) -> list[bytes]:
+    def example(i: int) -> bytes:
+        floats = {"x": float(i), "tips": 0.5}
+        feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=[v])) for k, v in floats.items()}
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    return [example(i) for i in range(rows)]
+
+
+def test_the_reference_signature_is_timed_beside_ours_and_both_are_profiled(tmp_path, binary):
+    import contextlib
+
+    from bench.serving_bench import examples_call, session_timers, signature_profiles
+
+    _parse_model(tmp_path / "ours")
+    reference, examples, feeds = _keras_like_model(tmp_path / "reference"), _examples_with_a_label(10), _tabular(10)
+    assert session_run.signature_inputs(reference) == ["examples"]
+    outputs = examples_call(reference)(tf.constant(examples[:3]))["outputs"].numpy()
+    np.testing.assert_allclose(outputs, 1 / (1 + np.exp(-np.arange(3.0))), rtol=1e-6)
+    with contextlib.ExitStack() as stack:
+        runs, unavailable = session_timers(_Network(), tmp_path / "ours", examples, feeds["dense"],
+                                           feeds["categorical"], tmp_path / "c_api", stack, reference)  # fmt: skip
+        assert unavailable is None and "reference_signature_session" in runs
+        assert all(len(run.timer(batch)(0.0, 2)) == 2 for run in runs.values() for batch in (1, 10))
+    profiles = signature_profiles({"ours": tmp_path / "ours", "reference": reference}, examples, 1, (1, 10))
+    for name in ("ours", "reference"):
+        for batch in ("1", "10"):
+            found = profiles[name][batch]
+            assert found["wall_ms"] > 0 and len(found["ops"]) <= 8 and len(found["top_nodes"]) <= 5
+            assert any(op.startswith("ParseExample") for op in found["ops"]) and found["stages"]["parse"] > 0
+            assert found["traced_ms_per_call"] >= sum(v["ms_per_call"] for v in found["ops"].values()) - 1e-9
+
+
 def test_a_failing_run_is_reported_with_tensorflows_message(tmp_path, binary):
     saved = session_run.save_network(_Network(), session_run.input_specs(_tabular(1)), tmp_path / "network")
     bad_ids = np.full([4, 1], 99, np.int64)  # outside the 6-row table: the gather refuses it
