@@ -19,8 +19,9 @@ from torchtfx.components.torch_trainer.features import prediction_output
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.task import BINARY, MULTICLASS
+from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
 
-CALIBRATION, CALIBRATION_MODULE = "HistogramCalibration", "torchtfx.pipeline.eval_metrics"
+EVAL_METRICS_MODULE = "torchtfx.pipeline.eval_metrics"
 REPORTED_METRICS = ("ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall", "CalibrationPlot")
 MULTICLASS_ACCURACY = "SparseCategoricalAccuracy"
 MULTICLASS_PER_CLASS = ("Recall", "Precision", "AUC")  # one value per class_id
@@ -146,14 +147,16 @@ def build_metrics_specs(dataset: DatasetConfig, gates: GateConfig) -> list[tfma.
 
 def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     low, high = gates.calibration_band
-    calibration = _value_bounded(CALIBRATION, low, high)  # TFMA's Calibration from the AUC's histogram
-    calibration.module = CALIBRATION_MODULE
-    metrics = [_auc_config(gates), calibration]
+    metrics = [_auc_config(gates), _value_bounded("Calibration", low, high)]
     # AUC and Calibration have gates of their own; GateConfig refuses extra bounds on them.
     for name in sorted(set(gates.value_floors) | set(gates.value_ceilings)):
         metrics.append(_value_bounded(name, gates.value_floors.get(name), gates.value_ceilings.get(name)))
     bounded = {m.class_name for m in metrics}
-    return metrics + [tfma.MetricConfig(class_name=n) for n in REPORTED_METRICS if n not in bounded]
+    metrics += [tfma.MetricConfig(class_name=n) for n in REPORTED_METRICS if n not in bounded]
+    for metric in metrics:  # the same metrics, from the AUC's calibration histogram (pipeline/eval_metrics.py)
+        if metric.class_name in FROM_HISTOGRAM:
+            metric.class_name, metric.module = FROM_HISTOGRAM[metric.class_name], EVAL_METRICS_MODULE
+    return metrics
 
 
 def build_eval_config(dataset: DatasetConfig, gates: GateConfig) -> tfma.EvalConfig:

@@ -10,6 +10,7 @@ from torchtfx.components.promoter.gate_results import metric_label
 from torchtfx.data.config.dataset import PROJECT_ROOT, load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, REPORTED_METRICS, build_eval_config
+from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
 
 
 def _metrics(config: tfma.EvalConfig) -> dict[str, tfma.MetricConfig]:
@@ -47,8 +48,8 @@ def test_default_gates_are_an_auc_floor_and_drop_and_a_calibration_band(taxi_cfg
     change = auc.threshold.change_threshold
     assert change.absolute.value == -0.01 and change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
     assert _bounds(metrics["HistogramCalibration"]) == (0.75, 1.25)
-    assert set(REPORTED_METRICS) <= set(metrics)
-    assert not metrics["Precision"].per_slice_thresholds  # reported, not gated
+    assert {FROM_HISTOGRAM.get(n, n) for n in REPORTED_METRICS} <= set(metrics)
+    assert not metrics["HistogramPrecision"].per_slice_thresholds  # reported, not gated
 
 
 def test_a_metric_floor_from_the_dataset_yaml_becomes_a_tfma_lower_bound(tmp_path):
@@ -61,10 +62,11 @@ def test_a_metric_floor_from_the_dataset_yaml_becomes_a_tfma_lower_bound(tmp_pat
     dataset = load_dataset_config(yaml_path)
     config = build_eval_config(dataset, dataset.gates)
     metrics = _metrics(config)
-    assert _bounds(metrics["Precision"]) == (0.5, None)
-    assert _bounds(metrics["Recall"]) == (None, 0.99)
-    assert _bounds(metrics["BinaryAccuracy"]) == (None, 0.999)
-    assert [m.class_name for m in config.metrics_specs[0].metrics].count("Precision") == 1  # bounded, not twice
+    assert _bounds(metrics["HistogramPrecision"]) == (0.5, None)
+    assert _bounds(metrics["HistogramRecall"]) == (None, 0.99)
+    assert _bounds(metrics["HistogramBinaryAccuracy"]) == (None, 0.999)
+    names = [m.class_name for m in config.metrics_specs[0].metrics]
+    assert names.count("HistogramPrecision") == 1  # bounded, not twice
 
 
 def test_per_slice_auc_drops_are_change_thresholds_on_those_slices(taxi_cfg):
@@ -177,7 +179,8 @@ def test_binary_eval_config_is_what_it_was_before_tasks(taxi_cfg):
     (metrics_spec,) = config.metrics_specs
     assert not metrics_spec.HasField("binarize") and not metrics_spec.HasField("aggregate")
     assert [m.class_name for m in metrics_spec.metrics] == [
-        "AUC", "HistogramCalibration", "ExampleCount", "AUCPrecisionRecall", "BinaryAccuracy", "Precision", "Recall",
+        "AUC", "HistogramCalibration", "ExampleCount", "AUCPrecisionRecall", "HistogramBinaryAccuracy",
+        "HistogramPrecision", "HistogramRecall",
         "CalibrationPlot",
     ]  # fmt: skip
 
@@ -315,23 +318,26 @@ def test_curve_metrics_use_1000_thresholds_and_a_100_bucket_calibration_plot(dat
     assert curves and all(config == METRIC_RESOLUTION[name] for name, config in curves)
 
 
-def test_calibration_from_the_auc_histogram_equals_tfma_s_own_and_is_gated_by_the_band(tmp_path):
-    """Our Calibration (pipeline/eval_metrics.py) against TFMA's on the same rows: same value; a model that
-    predicts twice the base rate fails the default band under the metric's own name."""
+def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gated_by_the_band(tmp_path):
+    """Our Calibration, accuracy, precision and recall (pipeline/eval_metrics.py) against TFMA's on the same rows:
+    same values under the same keys, without TFMA's two extra passes; a model that predicts twice the base rate
+    fails the default calibration band under the metric's own name."""
     import numpy as np
     import pandas as pd
     from tensorflow_model_analysis.metrics import calibration, metric_specs
 
-    from torchtfx.pipeline.eval_config import CALIBRATION, CALIBRATION_MODULE
+    from torchtfx.pipeline.eval_config import EVAL_METRICS_MODULE
+    from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
 
     rng = np.random.default_rng(3)
     label = (rng.random(3000) < 0.3).astype(float)
     frame = pd.DataFrame({"label": label, "prediction": np.clip(0.3 * label + 0.5 * rng.random(3000), 0, 1)})
     spec = tfma.ModelSpec(label_key="label", prediction_key="prediction")
     values, combiners = {}, {}
-    for module, name in (("", "Calibration"), (CALIBRATION_MODULE, CALIBRATION)):
-        metrics = [tfma.MetricConfig(class_name=name, module=module),
-                   tfma.MetricConfig(class_name="AUC", config='"num_thresholds": 1000')]  # fmt: skip
+    for module in ("", EVAL_METRICS_MODULE):
+        metrics = [tfma.MetricConfig(class_name=FROM_HISTOGRAM[n] if module else n, module=module)
+                   for n in ("Calibration", "BinaryAccuracy", "Precision", "Recall")]  # fmt: skip
+        metrics.append(tfma.MetricConfig(class_name="AUC", config='"num_thresholds": 1000'))
         config = tfma.EvalConfig(model_specs=[spec], metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
         computations = metric_specs.to_computations(config.metrics_specs, eval_config=config)
         combiners[module] = {type(c.combiner).__name__ for c in computations if hasattr(c, "combiner")}
@@ -339,12 +345,15 @@ def test_calibration_from_the_auc_histogram_equals_tfma_s_own_and_is_gated_by_th
         tfma.analyze_raw_data(frame, config, output_path=str(out))
         (overall,) = tfma.load_metrics(str(out))
         values[module] = {kv.key.name: kv.value.double_value.value for kv in overall.metric_keys_and_values}
-    weighted_sums = calibration._WeightedLabelsPredictionsExamplesCombiner.__name__  # TFMA's pass of its own
-    assert weighted_sums in combiners[""] and weighted_sums not in combiners[CALIBRATION_MODULE]
-    assert combiners[CALIBRATION_MODULE] == combiners[""] - {weighted_sums}
-    expected = frame.prediction.sum() / frame.label.sum()
-    assert values[CALIBRATION_MODULE]["calibration"] == pytest.approx(values[""]["calibration"], rel=1e-12)
-    assert values[CALIBRATION_MODULE]["calibration"] == pytest.approx(expected, rel=1e-12)
+    assert len(combiners[""]) == 3 and len(combiners[EVAL_METRICS_MODULE]) == 1  # the histogram's only
+    assert calibration._WeightedLabelsPredictionsExamplesCombiner.__name__ in combiners[""]
+    assert values[EVAL_METRICS_MODULE].keys() == values[""].keys()
+    for name, value in values[""].items():
+        assert values[EVAL_METRICS_MODULE][name] == pytest.approx(value, rel=1e-12), name
+    positive, label = frame.prediction.to_numpy() > 0.5, frame.label.to_numpy() == 1
+    assert values[EVAL_METRICS_MODULE]["calibration"] == pytest.approx(frame.prediction.sum() / frame.label.sum())
+    assert values[EVAL_METRICS_MODULE]["precision"] == pytest.approx(label[positive].mean())
+    assert values[EVAL_METRICS_MODULE]["recall"] == pytest.approx(positive[label].mean())
 
     frame["prediction"] = np.clip(frame.prediction * 2, 0, 1)
     _, failed = _computed(load_dataset_config("taxi"), GateConfig(), frame, tmp_path / "twice")
