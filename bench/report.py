@@ -545,6 +545,9 @@ def _drop_stale(results: dict[str, dict], out: Path) -> None:
         del results["scale"]
 
 
+SCALE_NOTES = "scale_profile.md"
+
+
 def write_report(out: Path) -> Path:
     results = _load(out)
     _drop_stale(results, out)
@@ -562,6 +565,9 @@ def write_report(out: Path) -> Path:
         lines += _serving_section(results["serving"])
     if "scale" in results:
         lines += _scale_section(results["scale"])
+    notes = out / SCALE_NOTES  # written by hand: what limits the slowest stage at scale, what was tried
+    if notes.exists():
+        lines += [notes.read_text().rstrip(), ""]
     if "zoo" in results:
         lines += _zoo_section(results["zoo"])
     if RESEARCH_RESULT in results:
