@@ -29,6 +29,27 @@ from tensorflow_model_analysis.metrics import (
 CALIBRATION_NAME = calibration.CALIBRATION_NAME  # "calibration": the key gates and reports read
 
 
+def _scope(
+    eval_config: Any,
+    model_name: str,
+    output_name: str,
+    sub_key: metric_types.SubKey | None,
+    aggregation_type: metric_types.AggregationType | None,
+    class_weights: dict[int, float] | None,
+    example_weighted: bool,
+) -> dict[str, Any]:
+    """What names one histogram: the same arguments give the same key, so TFMA computes it once for all metrics."""
+    return {
+        "eval_config": eval_config,
+        "model_name": model_name,
+        "output_name": output_name,
+        "sub_key": sub_key,
+        "aggregation_type": aggregation_type,
+        "class_weights": class_weights,
+        "example_weighted": example_weighted,
+    }
+
+
 def _calibration_from_histogram(
     name: str = CALIBRATION_NAME,
     eval_config: Any = None,
@@ -46,13 +67,7 @@ def _calibration_from_histogram(
         name=name, model_name=model_name, output_name=output_name, sub_key=sub_key, example_weighted=example_weighted
     )
     computations = calibration_histogram.calibration_histogram(
-        eval_config=eval_config,
-        model_name=model_name,
-        output_name=output_name,
-        sub_key=sub_key,
-        aggregation_type=aggregation_type,
-        class_weights=class_weights,
-        example_weighted=example_weighted,
+        **_scope(eval_config, model_name, output_name, sub_key, aggregation_type, class_weights, example_weighted)
     )
     histogram_key = computations[-1].keys[-1]
 
@@ -116,14 +131,8 @@ class _FromHistogram:
             thresholds = [self._default_threshold()]
         computations = binary_confusion_matrices.binary_confusion_matrices(
             thresholds=[thresholds] if isinstance(thresholds, float) else list(thresholds),
-            eval_config=eval_config,
-            model_name=model_name,
-            output_name=output_name,
-            sub_key=sub_key,
-            aggregation_type=aggregation_type,
-            class_weights=class_weights,
-            example_weighted=example_weighted,
             use_histogram=True,
+            **_scope(eval_config, model_name, output_name, sub_key, aggregation_type, class_weights, example_weighted),
         )
         matrices_key = computations[-1].keys[-1]
 
