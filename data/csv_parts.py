@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from torchtfx.data.sources import CutPoints, DataSourceError, text_stream
+from torchtfx.data.sources import CutPoints, checked_records, text_stream
 
 __all__ = ["CsvPart", "CutPoints", "cut", "part_count", "part_records"]
 
@@ -77,18 +77,7 @@ class _Limited:
 def part_records(part: CsvPart, handle: IO[bytes]) -> Iterator[tuple[int, list[str]]]:
     """The records of ``part`` with the line each starts on, read from ``handle`` (the file, opened binary)."""
     handle.seek(part.start)
-    line = part.first_line
-    try:
-        length = None if part.stop is None else part.stop - part.start
-        with text_stream(_Limited(handle, length), "utf-8") as text:
-            reader = csv.reader(text, strict=True)
-            for record in reader:
-                if record and len(record) != len(part.header):
-                    raise DataSourceError(
-                        f"{part.path}, line {line}: {len(record)} fields where the header has {len(part.header)}"
-                    )
-                if record:
-                    yield line, record
-                line = part.first_line + reader.line_num
-    except csv.Error as err:
-        raise DataSourceError(f"{part.path}, line {line}: malformed CSV ({err})") from None
+    length = None if part.stop is None else part.stop - part.start
+    with text_stream(_Limited(handle, length), "utf-8") as text:
+        reader = csv.reader(text, strict=True)
+        yield from checked_records(part.path, reader, len(part.header), part.first_line)

@@ -15,7 +15,7 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from torchtfx.data.config.dataset import DatasetConfig
 
@@ -43,6 +43,7 @@ class CutPoints:
     body: tuple[int, int] = (0, 2)  # the first record after the header
     points: list[tuple[int, int]] = field(default_factory=list)
     size: int = 0  # the whole file, once read to the end
+    next_mark: int = 0  # the offset from which the next cut point is noted
 
     def counting(self, lines: Iterable[str]) -> Iterator[str]:
         """``lines`` (decoded with plain utf-8), counting their bytes; a leading byte-order mark is dropped, as
@@ -57,12 +58,12 @@ class CutPoints:
 
     def at_body(self, line: int) -> None:
         self.body = (self.offset, line)
-        self._next = self.offset + self.every
+        self.next_mark = self.offset + self.every
 
     def after_record(self, next_line: int) -> None:
-        if self.offset >= self._next:
+        if self.offset >= self.next_mark:
             self.points.append((self.offset, next_line))
-            self._next = self.offset + self.every
+            self.next_mark = self.offset + self.every
 
     def finish(self) -> None:
         self.size = self.offset
@@ -158,20 +159,9 @@ def csv_rows(
                 raise DataSourceError(f"{path} is empty; each CSV needs a header line and rows")
             check_header(path, header)
             yield 1, header
-            line = reader.line_num + 1
             if cuts is not None:
-                cuts.at_body(line)
-            for record in reader:
-                if record and len(record) != len(header):
-                    raise DataSourceError(
-                        f"{path}, line {line}: {len(record)} fields where the header has {len(header)}; "
-                        "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
-                    )
-                if record:
-                    yield line, record
-                line = reader.line_num + 1
-                if cuts is not None:
-                    cuts.after_record(line)
+                cuts.at_body(reader.line_num + 1)
+            yield from checked_records(path, reader, len(header), 1, cuts.after_record if cuts else None)
             if cuts is not None:
                 cuts.finish()
     except csv.Error as err:
@@ -184,6 +174,36 @@ def csv_rows(
         ) from None
     except OSError as err:
         raise DataSourceError(f"cannot read {path}: {err.strerror or err}") from None
+
+
+def checked_records(
+    path: Path | str,
+    reader: Any,  # a csv.reader: records, and line_num
+    width: int,
+    first_line: int,
+    after_record: Callable[[int], None] | None = None,
+) -> Iterator[tuple[int, list[str]]]:
+    """Each non-blank record ``reader`` (a ``csv.reader``) reads from here on, with the line it starts on
+    (``first_line`` plus the lines the reader has read), ``width`` fields each; ``after_record`` gets the line where
+    the next record starts. The one record loop of a whole file (:func:`csv_rows`) and of a part of one
+    (data/csv_parts.py)."""
+    line = first_line + reader.line_num
+    try:
+        for record in reader:
+            if record and len(record) != width:
+                raise DataSourceError(
+                    f"{path}, line {line}: {len(record)} fields where the header has {width}; "
+                    "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
+                )
+            if record:
+                yield line, record
+            line = first_line + reader.line_num
+            if after_record is not None:
+                after_record(line)
+    except csv.Error as err:
+        raise DataSourceError(
+            f"{path}, line {line}: malformed CSV ({err}); does a quote opened on this line never close?"
+        ) from None
 
 
 def read_header(path: Path | str, open_binary: OpenBinary | None = None) -> list[str]:
