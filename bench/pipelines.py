@@ -55,7 +55,7 @@ class PipelineRun:
         return cls(**{**raw, "root": Path(raw["root"])})
 
 
-def _latest_run(root: Path) -> RunSummary:
+def latest_recorded_run(root: Path) -> RunSummary:
     """The newest run in ``<root>/metadata.sqlite`` (ours or the reference's: both are LocalDagRunner stores)."""
     from tfx.orchestration import metadata
 
@@ -68,7 +68,7 @@ def _latest_run(root: Path) -> RunSummary:
 
 
 def stage_seconds(root: Path) -> dict[str, float]:
-    return {stage.node: round(stage.seconds, 2) for stage in _latest_run(root).stages}
+    return {stage.node: round(stage.seconds, 2) for stage in latest_recorded_run(root).stages}
 
 
 def beam_args(beam_workers: int, dataset: DatasetConfig, root: Path, data_dir: Path | None = None) -> list[str]:
@@ -134,7 +134,7 @@ def evaluator_metrics(root: Path, evaluator_id: str = contracts.EVALUATOR_ID) ->
     """The candidate's overall-slice metrics from the Evaluator's output (ours, or the reference's with its id)."""
     from torchtfx.pipeline.reporting.summary import slice_metrics
 
-    evaluation = _latest_run(root).output(evaluator_id, "evaluation")
+    evaluation = latest_recorded_run(root).output(evaluator_id, "evaluation")
     if evaluation is None:
         raise RuntimeError(f"no {evaluator_id} output recorded in {root}")
     return slice_metrics(evaluation.uri).get("Overall", {})
@@ -153,7 +153,7 @@ def reference_metrics(root: Path) -> dict:
     3,000-row run held ``binary_accuracy`` and nothing else), so its trained model is scored here on its own
     ExampleGen's eval split, the rows its Evaluator read; ``evaluator_metrics`` keeps what its Evaluator wrote.
     """
-    summary = _latest_run(root)
+    summary = latest_recorded_run(root)
     model = summary.output(REFERENCE_TRAINER_ID, "model")
     examples = summary.output(REFERENCE_EXAMPLE_GEN_ID, "examples")
     if model is None or examples is None:

@@ -88,18 +88,15 @@ def run_model(
 ) -> ZooRun:
     """``torchtfx run --model model`` under ``root``, then, if it promoted the model, ``torchtfx promote
     --finish``; ``label``: the model's name in the results (default ``model``)."""
-    from tfx.orchestration import metadata
-
     from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE
-    from torchtfx.pipeline.reporting.summary import latest_run
 
     label = label or model
     serving_dir = serving_dir or root / "serving" / DATASET  # `torchtfx run`'s default (LocalSettings)
     extra = ["--model", model, "--max-auc-drop", "1.0", "--serving-dir", str(serving_dir), *extra]
     log = root.parent / f"{root.name}_{label}.log"
     run = pipelines.run_ours(root, data_dir, DATASET, beam_workers, extra, log, accept=(0, REJECTED_EXIT_CODE))
-    summary = latest_run(metadata.sqlite_metadata_connection_config(str(root / "metadata.sqlite")))
-    artifact = summary.output(contracts.TRAINER_ID, "model") if summary else None
+    summary = pipelines.latest_recorded_run(root)
+    artifact = summary.output(contracts.TRAINER_ID, "model")
     if artifact is None:
         raise RuntimeError(f"no {contracts.TRAINER_ID} Model artifact in the latest run under {root}; log {log}")
     if summary.pushed_to is not None:
