@@ -142,6 +142,8 @@ def build_metrics_specs(dataset: DatasetConfig, gates: GateConfig) -> list[tfma.
     for spec in specs:
         for metric in spec.metrics:
             metric.config = METRIC_RESOLUTION.get(metric.class_name, metric.config)
+            if dataset.task == BINARY and metric.class_name in FROM_HISTOGRAM:  # pipeline/eval_metrics.py
+                metric.class_name, metric.module = FROM_HISTOGRAM[metric.class_name], EVAL_METRICS_MODULE
     return specs
 
 
@@ -152,11 +154,7 @@ def build_metrics(gates: GateConfig) -> list[tfma.MetricConfig]:
     for name in sorted(set(gates.value_floors) | set(gates.value_ceilings)):
         metrics.append(_value_bounded(name, gates.value_floors.get(name), gates.value_ceilings.get(name)))
     bounded = {m.class_name for m in metrics}
-    metrics += [tfma.MetricConfig(class_name=n) for n in REPORTED_METRICS if n not in bounded]
-    for metric in metrics:  # the same metrics, from the AUC's calibration histogram (pipeline/eval_metrics.py)
-        if metric.class_name in FROM_HISTOGRAM:
-            metric.class_name, metric.module = FROM_HISTOGRAM[metric.class_name], EVAL_METRICS_MODULE
-    return metrics
+    return metrics + [tfma.MetricConfig(class_name=n) for n in REPORTED_METRICS if n not in bounded]
 
 
 def build_eval_config(dataset: DatasetConfig, gates: GateConfig) -> tfma.EvalConfig:

@@ -269,7 +269,7 @@ def test_evaluator_bench_measures_each_of_our_metrics_against_the_reference_conf
     assert [m.class_name for m in reference_metrics] == ["BinaryAccuracy"] and len(reference_slices) == 1
     ours_metrics, _ = variants["ours_overall"]
     names = {m.class_name for m in ours_metrics}
-    assert {"AUC", "HistogramCalibration", "CalibrationPlot", "HistogramBinaryAccuracy"} <= names
+    assert {"HistogramAUC", "HistogramCalibration", "HistogramCalibrationPlot", "HistogramBinaryAccuracy"} <= names
     assert len(variants["ours"][1]) == 1 + len(taxi_cfg.slices)
     assert {f"+{m.class_name}" for m in ours_metrics if m.class_name != "BinaryAccuracy"} <= set(variants)
     assert all(not m.HasField("threshold") and not m.per_slice_thresholds for m in ours_metrics)

@@ -12,10 +12,13 @@ from torchtfx.data.config.gates import GateConfig
 from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, REPORTED_METRICS, build_eval_config
 from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
 
+TFMA_CLASS = {ours: tfma_class for tfma_class, ours in FROM_HISTOGRAM.items()}
+
 
 def _metrics(config: tfma.EvalConfig) -> dict[str, tfma.MetricConfig]:
+    """By TFMA's class name: ours (pipeline/eval_metrics.py) stand for TFMA's, same keys and values."""
     (spec,) = config.metrics_specs
-    return {m.class_name: m for m in spec.metrics}
+    return {TFMA_CLASS.get(m.class_name, m.class_name): m for m in spec.metrics}
 
 
 def _bounds(metric: tfma.MetricConfig) -> tuple[float | None, float | None]:
@@ -47,9 +50,9 @@ def test_default_gates_are_an_auc_floor_and_drop_and_a_calibration_band(taxi_cfg
     assert auc.threshold.value_threshold.lower_bound.value == 0.75
     change = auc.threshold.change_threshold
     assert change.absolute.value == -0.01 and change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
-    assert _bounds(metrics["HistogramCalibration"]) == (0.75, 1.25)
-    assert {FROM_HISTOGRAM.get(n, n) for n in REPORTED_METRICS} <= set(metrics)
-    assert not metrics["HistogramPrecision"].per_slice_thresholds  # reported, not gated
+    assert _bounds(metrics["Calibration"]) == (0.75, 1.25)
+    assert set(REPORTED_METRICS) <= set(metrics)
+    assert not metrics["Precision"].per_slice_thresholds  # reported, not gated
 
 
 def test_a_metric_floor_from_the_dataset_yaml_becomes_a_tfma_lower_bound(tmp_path):
@@ -62,9 +65,9 @@ def test_a_metric_floor_from_the_dataset_yaml_becomes_a_tfma_lower_bound(tmp_pat
     dataset = load_dataset_config(yaml_path)
     config = build_eval_config(dataset, dataset.gates)
     metrics = _metrics(config)
-    assert _bounds(metrics["HistogramPrecision"]) == (0.5, None)
-    assert _bounds(metrics["HistogramRecall"]) == (None, 0.99)
-    assert _bounds(metrics["HistogramBinaryAccuracy"]) == (None, 0.999)
+    assert _bounds(metrics["Precision"]) == (0.5, None)
+    assert _bounds(metrics["Recall"]) == (None, 0.99)
+    assert _bounds(metrics["BinaryAccuracy"]) == (None, 0.999)
     names = [m.class_name for m in config.metrics_specs[0].metrics]
     assert names.count("HistogramPrecision") == 1  # bounded, not twice
 
@@ -179,9 +182,8 @@ def test_binary_eval_config_is_what_it_was_before_tasks(taxi_cfg):
     (metrics_spec,) = config.metrics_specs
     assert not metrics_spec.HasField("binarize") and not metrics_spec.HasField("aggregate")
     assert [m.class_name for m in metrics_spec.metrics] == [
-        "AUC", "HistogramCalibration", "ExampleCount", "AUCPrecisionRecall", "HistogramBinaryAccuracy",
-        "HistogramPrecision", "HistogramRecall",
-        "CalibrationPlot",
+        "HistogramAUC", "HistogramCalibration", "ExampleCount", "HistogramAUCPrecisionRecall",
+        "HistogramBinaryAccuracy", "HistogramPrecision", "HistogramRecall", "HistogramCalibrationPlot",
     ]  # fmt: skip
 
 
@@ -314,14 +316,15 @@ def test_curve_metrics_use_1000_thresholds_and_a_100_bucket_calibration_plot(dat
     configs = [
         (m.class_name, m.config) for spec in build_eval_config(cfg, cfg.gates).metrics_specs for m in spec.metrics
     ]
-    curves = [(name, config) for name, config in configs if name in ("AUC", "AUCPrecisionRecall", "CalibrationPlot")]
+    curves = [(TFMA_CLASS.get(name, name), config) for name, config in configs]
+    curves = [(name, config) for name, config in curves if name in ("AUC", "AUCPrecisionRecall", "CalibrationPlot")]
     assert curves and all(config == METRIC_RESOLUTION[name] for name, config in curves)
 
 
 def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gated_by_the_band(tmp_path):
-    """Our Calibration, accuracy, precision and recall (pipeline/eval_metrics.py) against TFMA's on the same rows:
-    same values under the same keys, without TFMA's two extra passes; a model that predicts twice the base rate
-    fails the default calibration band under the metric's own name."""
+    """Our Calibration, accuracy, precision, recall and AUC (pipeline/eval_metrics.py) against TFMA's on the same
+    rows: same values under the same keys, from one histogram without TFMA's two extra passes; a model that
+    predicts twice the base rate fails the default calibration band under the metric's own name."""
     import numpy as np
     import pandas as pd
     from tensorflow_model_analysis.metrics import calibration, metric_specs
@@ -336,8 +339,8 @@ def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gate
     values, combiners = {}, {}
     for module in ("", EVAL_METRICS_MODULE):
         metrics = [tfma.MetricConfig(class_name=FROM_HISTOGRAM[n] if module else n, module=module)
-                   for n in ("Calibration", "BinaryAccuracy", "Precision", "Recall")]  # fmt: skip
-        metrics.append(tfma.MetricConfig(class_name="AUC", config='"num_thresholds": 1000'))
+                   for n in ("Calibration", "BinaryAccuracy", "Precision", "Recall", "AUC")]  # fmt: skip
+        metrics[-1].config = '"num_thresholds": 1000'
         config = tfma.EvalConfig(model_specs=[spec], metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
         computations = metric_specs.to_computations(config.metrics_specs, eval_config=config)
         combiners[module] = {type(c.combiner).__name__ for c in computations if hasattr(c, "combiner")}
@@ -345,7 +348,7 @@ def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gate
         tfma.analyze_raw_data(frame, config, output_path=str(out))
         (overall,) = tfma.load_metrics(str(out))
         values[module] = {kv.key.name: kv.value.double_value.value for kv in overall.metric_keys_and_values}
-    assert len(combiners[""]) == 3 and len(combiners[EVAL_METRICS_MODULE]) == 1  # the histogram's only
+    assert len(combiners[""]) == 3 and combiners[EVAL_METRICS_MODULE] == {"ScalarHistogramCombiner"}  # once
     assert calibration._WeightedLabelsPredictionsExamplesCombiner.__name__ in combiners[""]
     assert values[EVAL_METRICS_MODULE].keys() == values[""].keys()
     for name, value in values[""].items():
