@@ -9,9 +9,10 @@ from pathlib import Path
 
 from torchtfx.components.shared import serving_config, serving_identity, serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
+from torchtfx.components.shared.stage_failure import StageFailure
 
 
-class ChampionError(RuntimeError):
+class ChampionError(StageFailure):
     """The champion named by the registry or serving config cannot be used as a baseline."""
 
 
@@ -23,17 +24,21 @@ class Champion:
     source: str  # "registry" or "serving_dir"
 
 
-def _checked(serving_dir: Path, version: int, registry_version: str | None, source: str) -> Champion:
+def checked_version(
+    serving_dir: Path, version: int, registry_version: str | None, source: str, what: str = "the champion"
+) -> Champion:
+    """Serving version ``version`` of ``serving_dir``, if it holds a readable SavedModel with ``serving_default``
+    (``what`` names it in the errors: the champion, or a version a command was given)."""
     path = serving_dir / str(version)
     fix = "restore it or run `torchtfx promote --version N --reason ...` to name another champion"
     if not (path / "saved_model.pb").is_file():
         raise ChampionError(
-            f"the champion (serving version {version}, from the {source}) has no saved_model.pb at {path}; {fix}"
+            f"{what} (serving version {version}, from the {source}) has no saved_model.pb at {path}; {fix}"
         )
     problem = _unreadable(path)
     if problem:
         raise ChampionError(
-            f"the champion (serving version {version}, from the {source}) at {path} is unreadable ({problem}); "
+            f"{what} (serving version {version}, from the {source}) at {path} is unreadable ({problem}); "
             f"nothing was evaluated or promoted. {fix}"
         )
     return Champion(path, version, registry_version, source)
@@ -68,13 +73,14 @@ def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion |
     if registry is not None:
         serving_identity.check(serving_dir, registry)
         version = registry.alias_version(CHAMPION)
-        if version is not None:
-            serving = registry.serving_version(CHAMPION)
-            return _checked(serving_dir, serving, str(version.version), "registry")
+        # serving_version looks the alias up again: None only if it was removed in between.
+        serving = registry.serving_version(CHAMPION) if version is not None else None
+        if version is not None and serving is not None:
+            return checked_version(serving_dir, serving, str(version.version), "registry")
     stable = serving_config.read_stable_version(serving_dir)
     if stable is not None:
-        return _checked(serving_dir, stable, None, "serving_dir")
+        return checked_version(serving_dir, stable, None, "serving_dir")
     on_disk = serving_layout.versions(serving_dir)
     if on_disk:
-        return _checked(serving_dir, on_disk[-1], None, "serving_dir")
+        return checked_version(serving_dir, on_disk[-1], None, "serving_dir")
     return None

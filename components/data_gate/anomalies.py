@@ -7,9 +7,10 @@ from pathlib import Path
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
 from torchtfx.components.data_gate.constants import ANOMALIES_FILE
+from torchtfx.components.shared.stage_failure import StageFailure
 
 
-class DataValidationError(RuntimeError):
+class DataValidationError(StageFailure):
     """The input data does not match the curated schema; training must not start."""
 
 

@@ -24,13 +24,14 @@ from torchtfx.components.shared import serving_config
 from torchtfx.components.shared.model_server import ModelServer, ModelServerError
 from torchtfx.components.shared.serving_config import CANARY, OWN_LABELS, STABLE, ServedState
 from torchtfx.components.shared.serving_layout import BatchingParams, versions
+from torchtfx.components.shared.stage_failure import StageFailure
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LOAD_TIMEOUT_S = 600.0  # a large SavedModel on a network volume; TF Serving loads with warmup replay
 
 
-class ServingChangeError(RuntimeError):
+class ServingChangeError(StageFailure):
     """The server refused a config or did not load a version; what it served before is restored."""
 
 

@@ -14,13 +14,15 @@ import logging
 import time
 from collections.abc import Iterable
 
+from torchtfx.components.shared.stage_failure import StageFailure
+
 logger = logging.getLogger(__name__)
 
 AVAILABLE = "AVAILABLE"
 END = "END"  # unloaded, or a load that failed (its status then carries the error)
 
 
-class ModelServerError(RuntimeError):
+class ModelServerError(StageFailure):
     """The model server refused a request or could not be reached."""
 
 

@@ -14,6 +14,7 @@ import click
 from torchtfx.components.promoter.promotion import PromotionError
 from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError, redact
 from torchtfx.components.shared.serving_config import ServingConfigError
+from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.data.config.strict import ConfigError
 from torchtfx.data.sources import DataSourceError
 
@@ -27,21 +28,11 @@ USER_ERRORS = (
     ServingConfigError,
     TrackingUnavailableError,
 )
-# A pipeline stage that stopped the run on purpose, with a message meant for the user (bad data, a model that
-# does not train or convert, a parity or serving failure). By module and name: the CLI must not import
-# TensorFlow or torch to start, and an error's class is always imported once it has been raised.
-STAGE_FAILURES = (
-    ("torchtfx.components.data_gate.anomalies", "DataValidationError"),
-    ("torchtfx.components.champion.resolve", "ChampionError"),
-    ("torchtfx.components.torch_trainer.cluster.launch", "TrainingFailedError"),
-    ("torchtfx.components.torch_trainer.cluster.job_runner", "ClusterJobFailedError"),  # TrainJob and PyTorchJob
-    ("torchtfx.components.torch_trainer.export.onnx_export", "ExportError"),
-    ("torchtfx.components.converter.translator", "ConversionError"),
-    ("torchtfx.components.torch_trainer.export.parity", "ParityError"),
-    ("torchtfx.components.promoter.serving_transition", "ServingChangeError"),
-    ("torchtfx.components.shared.model_server", "ModelServerError"),
-    ("torchtfx.pipeline.kfp.submit", "SubmitError"),
-)
+# A pipeline stage that stopped the run on purpose, with a message meant for the user: every stage's error is a
+# StageFailure (components/shared/stage_failure.py). The converter is a library of its own that imports nothing
+# of ours, so its error is named here instead, by module and name: importing it would import TensorFlow at the
+# CLI's start, and an error's class is always imported once it has been raised.
+LIBRARY_FAILURES = (("torchtfx.components.converter.translator", "ConversionError"),)
 # Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
 REJECTED_EXIT_CODE = 3
 UNEXPECTED_HINT = (
@@ -53,7 +44,9 @@ Command = TypeVar("Command", bound=Callable)
 
 
 def is_stage_failure(err: BaseException) -> bool:
-    for module, name in STAGE_FAILURES:
+    if isinstance(err, StageFailure):
+        return True
+    for module, name in LIBRARY_FAILURES:
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and isinstance(err, cls):
             return True

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from torchtfx.components.shared.stage_failure import StageFailure
+
 logger = logging.getLogger(__name__)
 
 TOKEN_ENV = "KFP_TOKEN"
@@ -23,7 +25,7 @@ TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
 RUN_ID_PARAMETER = "pipeline-run-id"
 
 
-class SubmitError(RuntimeError):
+class SubmitError(StageFailure):
     """The package or the submission is invalid, or the KFP API refused it; the message says what to do."""
 
 

@@ -15,6 +15,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
 
 logger = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ _REQUEST_TIMEOUT = 30  # seconds per API call, so a hung API server cannot stall
 _LOG_TAIL_LINES = 40
 
 
-class ClusterJobFailedError(RuntimeError):
+class ClusterJobFailedError(StageFailure):
     """The job could not be created or ended Failed; the message says why and what to check."""
 
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.cluster import lifeline
 from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
 from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 STOP_GRACE_SECONDS = 15
 
 
-class TrainingFailedError(RuntimeError):
+class TrainingFailedError(StageFailure):
     """The DDP workers exited with an error; the message carries the tail of their log."""
 
 

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from torchtfx.components.converter import repairs
+from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.export import symbolics
 from torchtfx.components.torch_trainer.export.dynamo_export import DynamoExportError, ModelRecipe, export_with_dynamo
 from torchtfx.components.torch_trainer.export.export_failure import explain, quiet_exporter
@@ -58,7 +59,7 @@ TRACE_BATCH = 17
 _SECOND_TRACE_BATCH = 23
 
 
-class ExportError(RuntimeError):
+class ExportError(StageFailure):
     """The network cannot be exported to an ONNX graph that runs at every batch size."""
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 import torch
 
+from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from torchtfx.components.torch_trainer.features import FeatureLayout, prediction_output
 from torchtfx.components.torch_trainer.materialize import example_batches
@@ -30,7 +31,7 @@ logger = logging.getLogger(__name__)
 _BATCH = 4096
 
 
-class ParityError(RuntimeError):
+class ParityError(StageFailure):
     """The converted model's outputs differ from PyTorch's by more than the tolerance."""
 
 
