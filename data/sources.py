@@ -12,16 +12,25 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol, cast
 
 from torchtfx.data.config.dataset import DatasetConfig
 
 # "utf-8-sig" drops a leading byte-order mark and reads a file without one unchanged.
 ENCODING = "utf-8-sig"
 OpenBinary = Callable[[str], IO[bytes]]
+
+
+class BinaryReader(Protocol):
+    """What the reader needs of a file opened binary: an ``IO[bytes]``, or an object with only ``read`` and
+    ``close`` (tf.io.gfile's GFile, a part of a file: data/csv_parts.py)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 class DataSourceError(ValueError):
@@ -102,7 +111,7 @@ class _RawReader(io.RawIOBase):
     """A binary file object that has ``read(n)`` but no ``readable()`` (tf.io.gfile's GFile), as a raw stream
     that ``io.TextIOWrapper`` can decode."""
 
-    def __init__(self, handle: IO[bytes]):
+    def __init__(self, handle: BinaryReader):
         self._handle = handle
 
     def readable(self) -> bool:
@@ -118,8 +127,9 @@ class _RawReader(io.RawIOBase):
         super().close()
 
 
-def text_stream(handle: IO[bytes], encoding: str = ENCODING) -> IO[str]:
-    binary = handle if hasattr(handle, "readable") else io.BufferedReader(_RawReader(handle))
+def text_stream(handle: BinaryReader, encoding: str = ENCODING) -> IO[str]:
+    # A file object that says whether it is readable is one io.TextIOWrapper can decode; a bare reader gets one.
+    binary = cast(IO[bytes], handle) if hasattr(handle, "readable") else io.BufferedReader(_RawReader(handle))
     # newline="": the csv module sees CRLF, CR and quoted line breaks itself, as it needs to.
     return io.TextIOWrapper(binary, encoding=encoding, newline="")
 
@@ -143,7 +153,7 @@ def check_header(path: Path | str, header: list[str]) -> None:
 
 def csv_rows(
     path: Path | str, open_binary: OpenBinary | None = None, cuts: CutPoints | None = None
-) -> Iterator[tuple[int, list[str]]]:
+) -> Generator[tuple[int, list[str]], None, None]:
     """The header (line 1), then each non-blank record with the line it starts on, all checked: a
     :class:`DataSourceError` names the file, the line and the problem. ``open_binary`` opens remote files
     (e.g. ``tf.io.gfile.GFile(path, "rb")``). ``cuts`` (data/csv_parts.py) notes where records start, by byte

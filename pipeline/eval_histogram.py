@@ -70,9 +70,10 @@ class ScalarHistogramCombiner(calibration_histogram._CalibrationHistogramCombine
         if self._example_weighted:
             given = _select(element.example_weight, key.model_name, key.output_name)
             if given is not None:
-                weight = _scalar(given)
-                if weight is None:
+                given_weight = _scalar(given)
+                if given_weight is None:
                     return None
+                weight = given_weight
         return label, score, weight
 
     def add_input(self, accumulator: dict[int, Any], element: metric_types.StandardMetricInputs) -> dict[int, Any]:

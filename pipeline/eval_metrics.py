@@ -18,7 +18,7 @@ binary example); they all come through this module, so each histogram is filled 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tensorflow_model_analysis.metrics import (
@@ -92,6 +92,7 @@ class _ScalarHistograms:
     """A TFMA metric whose calibration histograms are filled by ``ScalarHistogramCombiner``."""
 
     def computations(self, *args: Any, **kwargs: Any) -> metric_types.MetricComputations:
+        # super(): the TFMA metric class this mixes into (after it in the MRO), which mypy cannot see from here.
         return with_scalar_histograms(super().computations(*args, **kwargs))  # type: ignore[misc]
 
 
@@ -107,6 +108,12 @@ class HistogramCalibration(_ScalarHistograms, metric_types.Metric):
 class _FromHistogram(_ScalarHistograms):
     """A TFMA confusion-matrix metric at explicit thresholds (binary, no top_k or class_id), its matrices taken from
     the shared calibration histogram (``use_histogram=True``) instead of a confusion-matrix pass of its own."""
+
+    if TYPE_CHECKING:  # TFMA's ConfusionMatrixMetric's, which every subclass mixes in after this class
+
+        def _default_threshold(self) -> float: ...
+
+        def _metric_value(self, key: metric_types.MetricKey, matrices: Any, **kwargs: Any) -> Any: ...
 
     def _metric_computations(
         self,
@@ -127,7 +134,8 @@ class _FromHistogram(_ScalarHistograms):
         **kwargs: Any,
     ) -> metric_types.MetricComputations:
         if num_thresholds or top_k or class_id is not None or preprocessors or metric_key or sub_key:
-            return super()._metric_computations(  # type: ignore[misc]  # TFMA's own pass for anything else
+            # TFMA's own pass for anything else (super(): the ConfusionMatrixMetric this mixes into; see above).
+            return super()._metric_computations(  # type: ignore[misc]
                 thresholds=thresholds, name=name, eval_config=eval_config, model_name=model_name,
                 output_name=output_name, sub_key=sub_key, aggregation_type=aggregation_type,
                 class_weights=class_weights, example_weighted=example_weighted, num_thresholds=num_thresholds,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,8 @@ def _copy_statistics(champion: Champion | None, registry: Registry | None, stati
         logger.warning("The champion has no training statistics on record (%s): no drift check this run", source)
         return False
     io_utils.copy_dir(source, statistics.uri)
-    splits = sorted(name[len("Split-") :] for name in fileio.listdir(source) if name.startswith("Split-"))
+    names = [os.fsdecode(name) for name in fileio.listdir(source)]  # TFX types them str | bytes
+    splits = sorted(name[len("Split-") :] for name in names if name.startswith("Split-"))
     statistics.split_names = artifact_utils.encode_split_names([s.rstrip("/") for s in splits])
     return True
 

@@ -50,7 +50,7 @@ FLOAT16_RANGE = {
 # The targets: the share of the node suite's included tests that pass; all of the pytorch-* suites.
 TARGETS = {"node": 0.95, "pytorch-operator": 1.0, "pytorch-converted": 1.0}
 
-_EXCLUDED_TYPES = {
+_EXCLUDED_TYPES: dict[int, str] = {
     TensorProto.BFLOAT16: "bfloat16", TensorProto.STRING: "string tensors",
     TensorProto.FLOAT8E4M3FN: "float8", TensorProto.FLOAT8E4M3FNUZ: "float8", TensorProto.FLOAT8E5M2: "float8",
     TensorProto.FLOAT8E5M2FNUZ: "float8", TensorProto.UINT4: "int4", TensorProto.INT4: "int4",

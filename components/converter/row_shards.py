@@ -70,10 +70,11 @@ def probe_inputs(model: onnx.ModelProto, rows: int = _PROBE_ROWS) -> list[np.nda
         if value.name in initializers:
             continue
         tensor = value.type.tensor_type
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
-        if not dims or any(d is None for d in dims[1:]):
+        dims = tensor.shape.dim
+        known = [d.dim_value for d in dims[1:] if d.HasField("dim_value")]
+        if not dims or len(known) < len(dims) - 1:
             return None
-        shape = [rows, *dims[1:]]
+        shape = [rows, *known]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
         if dtype.kind == "f":
             batch.append(rng.normal(size=shape).astype(dtype))

@@ -251,7 +251,9 @@ class OnnxGraphModule(tf.Module):
         # Declared float32 in the graph: cast on entry and exit (a float16 network only).
         declared = [*graph.input, *graph.output]
         self._float_io = {v.name for v in declared if v.type.tensor_type.elem_type == TensorProto.FLOAT}
-        self._constants, self._variable_index, variables = {}, {}, []
+        self._constants: dict[str, np.ndarray] = {}
+        self._variable_index: dict[str, int] = {}
+        variables: list[tf.Variable] = []
         float_bytes = sum(v.nbytes for v in initializers.values() if v.dtype.kind == "f")
         as_variables = float_bytes > _CONSTANT_WEIGHTS_MAX_BYTES
         for name, value in initializers.items():

@@ -15,7 +15,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apache_beam as beam
 from google.protobuf import json_format, struct_pb2
@@ -43,7 +43,7 @@ def split_files(input_base: str, pattern: str) -> list[str]:
     """The files of one input split, as both the checks and the Beam step read them."""
     if "://" not in input_base:
         csv_files(Path(input_base))  # the usual mistakes (no such folder, no CSV), by name
-    paths = sorted(fileio.glob(os.path.join(input_base, pattern)))
+    paths = sorted(os.fsdecode(p) for p in fileio.glob(os.path.join(input_base, pattern)))  # TFX: str | bytes
     if not paths:
         raise DataSourceError(f"no input file under {input_base} matches {pattern}")
     return paths
@@ -112,7 +112,11 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
     _empty: dict[str, frozenset[str]] = {}  # input split pattern -> its columns without a value (the checks)
     _parts: dict[str, list[CsvPart]] = {}  # input split pattern -> its files' parts (the checks)
 
-    def GetInputSourceToExamplePTransform(self) -> Callable[[dict[str, Any], str], beam.PTransform]:
+    # TFX annotates the result as a PTransform, but calls it with (exec_properties, split_pattern) to make one,
+    # as what its own executors return (a beam.ptransform_fn) is called.
+    def GetInputSourceToExamplePTransform(  # type: ignore[override]
+        self,
+    ) -> Callable[[dict[str, Any], str], beam.PTransform]:
         return lambda exec_properties, pattern: _SchemaCsvToExample(
             exec_properties, self._parts[pattern], self._empty.get(pattern, frozenset())
         )
@@ -148,7 +152,9 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
             paths = split_files(input_base, split.pattern)
             checked = check_inputs(paths, schema_types, schema, open_input, missing_values=markers)
             self._empty[split.pattern] = frozenset(checked.empty)
-            self._parts[split.pattern] = input_parts(checked.cut_points, self._beam_pipeline_args)
+            # Placeholders in the Beam args are resolved to text before an executor runs.
+            beam_args = cast(list[str], self._beam_pipeline_args)
+            self._parts[split.pattern] = input_parts(checked.cut_points, beam_args)
             logger.info(
                 "Checked the CSV files %s under %s against %s: %s rows, every line well-formed and every value of "
                 "its schema type",

@@ -9,11 +9,13 @@ kernel with zeros inserted instead, a grouped 3-D or transposed convolution is c
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import tensorflow as tf
 
 from torchtfx.components.converter.ops.registry import op
 
-Dim = int | tf.Tensor  # a spatial size or pad: an int where known at trace time
+Dim: TypeAlias = int | tf.Tensor  # a spatial size or pad: an int where known at trace time
 
 
 def dims(x: tf.Tensor, first: int = 2) -> list[Dim]:
@@ -138,6 +140,7 @@ def convolve(node, x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
     kernel = list(node.attr("kernel_shape", w.shape[2:]))
     strides, dilations, pads = geometry(node, n, kernel)
     last = to_last(x)
+    padding: str | list[tuple[Dim, Dim]]
     if auto_pad(node) == "SAME_UPPER":
         padding = "SAME"  # TF's SAME is ONNX's SAME_UPPER, on sizes unknown at trace time too
     else:

@@ -38,7 +38,8 @@ def _gather_nd(node, x):
     if depth is None:
         raise ValueError("GatherND needs the last dimension of its indices known")
     indices = tf.cast(indices, tf.int64)
-    if static(indices) is None or np.any(static(indices) < 0):
+    known = static(indices)
+    if known is None or np.any(known < 0):
         sizes = tf.shape(data, tf.int64)[batch_dims : batch_dims + depth]
         indices = tf.where(indices < 0, indices + sizes, indices)
     return [tf.gather_nd(data, indices, batch_dims=batch_dims)]

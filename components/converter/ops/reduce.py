@@ -7,13 +7,14 @@ second input, whose values may only be known at run time; the output rank then f
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 import numpy as np
 import tensorflow as tf
 
 from torchtfx.components.converter.ops.registry import Node, op, static
 
-Axis = list[int] | tf.Tensor
+Axis: TypeAlias = list[int] | tf.Tensor
 
 
 def _logsumexp(x: tf.Tensor, axis: Axis) -> tf.Tensor:

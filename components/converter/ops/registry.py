@@ -21,7 +21,7 @@ FUSED_OPS: dict[str, Handler] = {}
 BIG = 2**31 - 1
 
 # ONNX element type -> TF dtype, for the types the translator computes in.
-DTYPES = {TensorProto.FLOAT: tf.float32, TensorProto.UINT8: tf.uint8, TensorProto.INT8: tf.int8,
+DTYPES: dict[int, tf.DType] = {TensorProto.FLOAT: tf.float32, TensorProto.UINT8: tf.uint8, TensorProto.INT8: tf.int8,
           TensorProto.UINT16: tf.uint16, TensorProto.INT16: tf.int16, TensorProto.INT32: tf.int32,
           TensorProto.INT64: tf.int64, TensorProto.BOOL: tf.bool, TensorProto.FLOAT16: tf.float16,
           TensorProto.DOUBLE: tf.float64, TensorProto.UINT32: tf.uint32, TensorProto.UINT64: tf.uint64}  # fmt: skip

@@ -87,6 +87,8 @@ def _grid_sample(node, x):
         taps, w = taps[expand], w[expand]
         index = taps if index is None else index[..., None] * dims[2 + i] + taps
         weight = w if weight is None else weight[..., None] * w
+    if index is None or weight is None:
+        raise ValueError(f"GridSample needs an input with spatial axes, got rank {data.shape.rank}")
     n, c = dims[0], dims[1]
     flat = tf.transpose(tf.reshape(data, [n, c, -1]), [0, 2, 1])  # [N, prod(D), C]
     samples = tf.gather(flat, tf.reshape(index, [n, -1]), batch_dims=1)  # [N, P * taps, C]

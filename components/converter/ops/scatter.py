@@ -70,7 +70,8 @@ def _scatter_nd_op(node, x):
     if depth is None:
         raise ValueError("ScatterND needs the last dimension of its indices known")
     indices = tf.cast(indices, tf.int64)
-    if static(indices) is None or np.any(static(indices) < 0):
+    known = static(indices)
+    if known is None or np.any(known < 0):
         indices = tf.where(indices < 0, indices + tf.shape(data, tf.int64)[:depth], indices)
     return [_scatter_nd(data, indices, updates, _reduction(node))]
 

@@ -86,6 +86,8 @@ def _axes_of(node: Node, x: list) -> list[int] | tf.Tensor | None:
 @op("Unsqueeze")
 def _unsqueeze(node, x):
     data, axes = x[0], _axes_of(node, x)
+    if axes is None:
+        raise ValueError("Unsqueeze needs axes (the attribute before opset 13, the second input from 13)")
     if isinstance(axes, list):
         rank = data.shape.rank + len(axes)
         for axis in sorted(a % rank for a in axes):
@@ -136,12 +138,15 @@ def _slice(node, x):
         axes = node.attr("axes") or range(len(starts))
         return [_static_slice(data, list(axes), starts, ends, [1] * len(starts))]
     data, starts, ends, axes, steps = (x + [None] * 5)[:5]
-    values = [_int_list(t) for t in (starts, ends, axes, steps)]
-    if any(t is not None and v is None for t, v in zip((starts, ends, axes, steps), values, strict=True)):
+    starts_v, ends_v, axes_v, steps_v = (_int_list(t) for t in (starts, ends, axes, steps))
+    # starts and ends are required inputs; axes and steps are optional (None: not given).
+    known_later = (axes is not None and axes_v is None) or (steps is not None and steps_v is None)
+    if starts_v is None or ends_v is None or known_later:
         return [_dynamic_slice(data, starts, ends, axes, steps)]
-    count = len(values[0])
-    axes_v = values[2] if axes is not None else list(range(count))
-    return [_static_slice(data, axes_v, values[0], values[1], values[3] if steps is not None else [1] * count)]
+    count = len(starts_v)
+    axes_v = list(range(count)) if axes_v is None else axes_v
+    steps_v = [1] * count if steps_v is None else steps_v
+    return [_static_slice(data, axes_v, starts_v, ends_v, steps_v)]
 
 
 def _static_slice(data: tf.Tensor, axes: list[int], starts: list, ends: list, steps: list) -> tf.Tensor:

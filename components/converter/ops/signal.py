@@ -68,8 +68,8 @@ def _dft(node, x):
         axis = node.attr("axis", 1)
     elif axis is None:
         axis = -2
-    elif static(axis) is not None:
-        axis = int(static(axis))
+    elif (static_axis := static(axis)) is not None:
+        axis = int(static_axis)
     perm = None
     if isinstance(axis, int):
         axis %= rank
