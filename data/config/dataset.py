@@ -26,9 +26,7 @@ from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
 from torchtfx.data.config.text import TextFeature, length_bucket_key, schema_problems, text_vocabulary_name
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DATASETS_DIR = PROJECT_ROOT / "data" / "datasets"
+from torchtfx.data.resources import SCHEMA_FILE, datasets_dir, schemas_dir, shipped_schema
 
 LABEL_OPS = ("greater", "greater_equal", "less", "less_equal", "equal", "in")
 TRANSFORMED_SUFFIX = "_xf"
@@ -293,7 +291,9 @@ class DatasetFile(_DatasetSection):
 
     name: str
     task: str = BINARY  # binary, multiclass or regression: decides the label rule, loss, outputs and gates
-    schema_file: Path | None = pydantic.Field(None, alias="schema")  # default schema/<name>/schema.pbtxt
+    # A shipped schema (relative: schema/<dataset>/schema.pbtxt) or one of the user's (absolute); default: the
+    # shipped schema/<name>/schema.pbtxt.
+    schema_file: Path | None = pydantic.Field(None, alias="schema")
     features: _Features = _Features()
     vocabulary: _Vocabulary = _Vocabulary()
     defaults: dict[str, Any] = {}  # fill values for missing inputs; unlisted features default to 0 / ""
@@ -320,14 +320,14 @@ class DatasetFile(_DatasetSection):
 
     @pydantic.field_validator("schema_file")
     @classmethod
-    def _schema_in_project(cls, schema: Path | None) -> Path | None:
+    def _shipped_or_absolute(cls, schema: Path | None) -> Path | None:
         if schema is None or schema.is_absolute():
             return schema
-        return _inside(PROJECT_ROOT, schema, "schema")
+        return shipped_schema(schema, "schema")
 
     def resolve(self) -> DatasetConfig:
         features = self.features
-        schema_path = self.schema_file or PROJECT_ROOT / "schema" / self.name / "schema.pbtxt"
+        schema_path = self.schema_file or schemas_dir() / self.name / SCHEMA_FILE
         return DatasetConfig(
             name=self.name,
             task=self.task,
@@ -364,13 +364,18 @@ def _optional_label_columns(schema_path: Path, label: LabelRule) -> tuple[str, .
 
 
 def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
-    """Load ``data/datasets/<name>.yaml`` or an explicit YAML path and validate it."""
+    """Load a shipped dataset by name (``data/datasets/<name>.yaml``, package data of ``torchtfx.data``) or
+    an explicit YAML path, and validate it."""
     path = Path(name_or_path)
+    shipped = datasets_dir()
+    known = ", ".join(sorted(p.stem for p in shipped.glob("*.yaml")))
     if path.suffix not in (".yaml", ".yml"):
-        path = DATASETS_DIR / f"{name_or_path}.yaml"
+        path = shipped / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise DatasetConfigError(f"dataset {str(name_or_path)!r} is not shipped with torchtfx (known datasets: "
+                                     f"{known}); give the path of a dataset YAML (.yaml) instead")  # fmt: skip
     if not path.is_file():
-        known = sorted(p.stem for p in DATASETS_DIR.glob("*.yaml"))
-        raise DatasetConfigError(f"dataset config {path} not found; known datasets: {', '.join(known)}")
+        raise DatasetConfigError(f"dataset config {path} not found; known datasets: {known}")
     parsed = DatasetFile.parse(load_yaml(path, DatasetConfigError), str(path))
     try:
         cfg = parsed.resolve()

@@ -12,7 +12,8 @@ from typing import Any
 import yaml
 
 from torchtfx.components.shared import contracts
-from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig, load_dataset_config
+from torchtfx.data.config.dataset import DatasetConfig, load_dataset_config
+from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.beam_args import with_dependency
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
@@ -32,16 +33,19 @@ NEVER_CACHED = (contracts.EXAMPLE_GEN_ID, contracts.CHAMPION_ID, contracts.PROMO
 
 
 def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
-    """The dataset config with its schema path as the image sees it (``project_root``)."""
+    """The dataset config with its schema path as the image sees it: the image holds the shipped schemas under
+    ``<project_root>/schema/`` (kubeflow/Dockerfile), wherever the compiling torchtfx is installed."""
     dataset = load_dataset_config(settings.dataset)
+    shipped = schemas_dir()
     try:
-        relative = dataset.schema_path.resolve().relative_to(PROJECT_ROOT)
+        relative = dataset.schema_path.resolve().relative_to(shipped.resolve())
     except ValueError:
         raise KubeflowConfigError(
-            f"{settings.source}: the schema {dataset.schema_path} is outside the project, so the image does not "
-            "contain it; put it under schema/ and rebuild the image"
+            f"{settings.source}: the schema {dataset.schema_path} is not one of the shipped schemas ({shipped}), so "
+            "the image does not contain it; put it under schema/ of the project and rebuild the image"
         ) from None
-    return dataset.replace(schema_path=Path(PurePosixPath(settings.project_root) / relative.as_posix()))
+    in_image = PurePosixPath(settings.project_root) / SCHEMA_FOLDER / relative.as_posix()
+    return dataset.replace(schema_path=Path(in_image))
 
 
 def trainer_hparams(settings: KubeflowSettings, dataset: DatasetConfig | None = None):

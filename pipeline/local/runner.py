@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pydantic
@@ -20,11 +21,20 @@ from torchtfx.components.shared.mlflow_client import (
 from torchtfx.components.shared.serving_layout import BatchingParams
 from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfig
+from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, one_of
+from torchtfx.data.resources import source_checkout
 from torchtfx.data.sources import csv_files, default_data_dir
-from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES, SMALL_INPUT_BYTES, with_dependency
+from torchtfx.pipeline.beam_args import (
+    BEAM_MODE_AUTO,
+    BEAM_MODES,
+    DISTRIBUTION,
+    WORKER_PACKAGE_DIR,
+    direct_runner_args,
+    with_dependency,
+    worker_dependency_flag,
+)
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
 
 logger = logging.getLogger(__name__)
@@ -85,31 +95,28 @@ class LocalSettings(StrictConfig):
     def input_dir(self) -> Path:
         return (self.data_dir or default_data_dir(self.dataset)).resolve()
 
-    def direct_running_mode(self) -> str:
-        """``auto``: one process for small inputs, worker processes for large ones.
-
-        Each multi_processing Beam stage starts its own worker processes, which import TF/TFX and talk
-        to the runner over gRPC: on the 15k-row taxi data that start-up costs more than the work.
-        """
-        if self.beam_mode != BEAM_MODE_AUTO:
-            return self.beam_mode
-        size = sum(p.stat().st_size for p in csv_files(self.input_dir))
-        return "in_memory" if size < SMALL_INPUT_BYTES else "multi_processing"
-
     def beam_args(self) -> list[str]:
-        mode = self.direct_running_mode()
-        workers = 1 if mode == "in_memory" else self.beam_workers  # in_memory runs one worker; Beam warns otherwise
-        direct = [f"--direct_running_mode={mode}", f"--direct_num_workers={workers}"]
-        return with_dependency(direct, f"--setup_file={PROJECT_ROOT / 'setup.py'}")
+        """The DirectRunner's mode (``auto``: one process for small inputs, worker processes for large ones) and
+        workers (pipeline/beam_args.py:direct_runner_args), and how remote workers get the project."""
+        size = sum(p.stat().st_size for p in csv_files(self.input_dir)) if self.beam_mode == BEAM_MODE_AUTO else 0
+        direct = direct_runner_args(self.beam_mode, self.beam_workers, size)
+        return with_dependency(direct, worker_dependency_flag(self.root / WORKER_PACKAGE_DIR))
 
 
 def code_version() -> str:
-    """The git commit of the code that trains, recorded on every registered model version."""
+    """The code that trains, recorded on every registered model version: a source checkout's git commit
+    (``-dirty`` with uncommitted changes), else the installed distribution (``torchtfx==0.1.0``)."""
+    checkout = source_checkout()
+    if checkout is None:
+        try:
+            return f"{DISTRIBUTION}=={metadata.version(DISTRIBUTION)}"
+        except metadata.PackageNotFoundError:
+            return "unknown"
     try:
         out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10, check=True
+            ["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True, timeout=10, check=True
         )
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True)
         return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

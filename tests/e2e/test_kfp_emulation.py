@@ -12,9 +12,9 @@ import pytest
 
 from tests import helpers
 from tests.fakes.kfp_launcher import Launcher, StepFailedError, load_documents, venv_bin
+from tests.paths import PROJECT_ROOT
 from torchtfx.components.shared import serving_config
 from torchtfx.components.shared.serving_config import ServedState
-from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import settings_from_dict
 from torchtfx.pipeline.kfp.pipeline_root import DEFAULT_MULTI_USER_ROOT

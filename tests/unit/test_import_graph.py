@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchtfx.data.config.dataset import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 LAYERS = ("pipeline", "components", "data")  # each may import only the ones after it
 

@@ -22,6 +22,7 @@ from mlflow.tracking import MlflowClient
 
 from tests import helpers
 from tests.fakes.model_server import FakeModelServer
+from tests.paths import PROJECT_ROOT
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
 from torchtfx.components.shared import contracts, serving_config, serving_layout
@@ -31,7 +32,6 @@ from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
 from torchtfx.components.torch_trainer.worker.checkpoint import save_atomic
 from torchtfx.components.torch_trainer.worker.job import TrainResult
-from torchtfx.data.config.dataset import PROJECT_ROOT
 
 
 def _world(tmp_path: Path):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfigError, load_dataset_config
+from tests.paths import PROJECT_ROOT
+from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
 from torchtfx.data.config.gates import TASK_GATES, GateConfig, GateConfigError
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.paths import PROJECT_ROOT
 from tests.unit.kubeflow.test_storage_manifests import pod_security_violations
-from torchtfx.data.config.dataset import PROJECT_ROOT
 
 KUBEFLOW = PROJECT_ROOT / "kubeflow"
 BASELINE_ONLY = {"storage/shared-volume-chown.yaml"}  # a chown needs root and CAP_CHOWN

@@ -16,10 +16,11 @@ import yaml
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
 from tensorflow_serving.config import model_server_config_pb2
 
+from tests.paths import PROJECT_ROOT
 from torchtfx.components.shared import serving_config
 from torchtfx.components.shared.serving_config import ServedState
 from torchtfx.components.shared.serving_layout import BatchingParams
-from torchtfx.data.config.dataset import PROJECT_ROOT, load_dataset_config
+from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 
 MANIFEST = PROJECT_ROOT / "kubeflow" / "serving" / "tf-serving.yaml"
@@ -277,7 +278,8 @@ def test_runs_as_the_pipelines_non_root_user_with_a_read_only_root():
 
 
 def test_one_replica_on_the_cpu_pool():
-    """The Promoter confirms a version on the one server its address reaches (README: Why one replica)."""
+    """The Promoter confirms a version on the one server its address reaches (kubeflow/serving/README.md: Why
+    one replica)."""
     assert DEPLOYMENT["spec"]["replicas"] == 1
     assert DEPLOYMENT["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     assert POD["nodeSelector"] == SETTINGS.node_pools["cpu"].node_selector

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import yaml
 from kubernetes import client
 
+from tests.paths import PROJECT_ROOT
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
-from torchtfx.data.config.dataset import PROJECT_ROOT
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 
 STORAGE = PROJECT_ROOT / "kubeflow" / "storage"

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import tensorflow_model_analysis as tfma
 
+from tests.paths import PROJECT_ROOT
 from torchtfx.components.promoter.gate_results import metric_label
-from torchtfx.data.config.dataset import PROJECT_ROOT, load_dataset_config
+from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, REPORTED_METRICS, build_eval_config
 from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.paths import PROJECT_ROOT
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.data.config.dataset import PROJECT_ROOT, DatasetConfigError, load_dataset_config
+from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
 from torchtfx.data.config.model import ModelConfigError
 from torchtfx.data.config.serving import ServingConfig, ServingConfigError
 from torchtfx.pipeline.model_choice import choose_model

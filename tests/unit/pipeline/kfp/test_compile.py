@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from tests import helpers
-from torchtfx.data.config.dataset import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline, executor_label
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings, settings_from_dict
 

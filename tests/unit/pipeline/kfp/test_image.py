@@ -8,7 +8,7 @@ import re
 
 import yaml
 
-from torchtfx.data.config.dataset import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 DOCKERFILE = (PROJECT_ROOT / "kubeflow" / "Dockerfile").read_text()
 

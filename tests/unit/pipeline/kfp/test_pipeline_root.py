@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from torchtfx.data.config.dataset import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, settings_from_dict
 from torchtfx.pipeline.kfp.pipeline_root import DEFAULT_MULTI_USER_ROOT, namespace_in_root, root_for_namespace
 

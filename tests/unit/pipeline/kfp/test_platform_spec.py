@@ -14,7 +14,7 @@ import re
 import pytest
 import yaml
 
-from torchtfx.data.config.dataset import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline, executor_label
 from torchtfx.pipeline.kfp.config import settings_from_dict
 

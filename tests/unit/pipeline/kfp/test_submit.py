@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from tests import helpers
 from tests.fakes.http_server import http_server
 from tests.fakes.kfp_api import FakeKfp, run_status
-from torchtfx.data.config.dataset import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 from torchtfx.pipeline.kfp.follow import RunFollower, RunTimeoutError
