@@ -15,6 +15,7 @@ from typing import IO
 import apache_beam as beam
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from tensorflow.core.example import example_pb2
 
 from torchtfx.components.csv_input.columns import ColumnPlan
 from torchtfx.data.csv_parts import CsvPart, part_records
@@ -46,11 +47,16 @@ class CsvPartToExamples(beam.DoFn):
 
     def process(self, part: CsvPart) -> Iterator[bytes | object]:
         plan = ColumnPlan(list(part.header), self._schema_types, self._empty, self._missing_values)
-        for line, record in part_records(part, open_input(part.path)):
-            try:
-                example = plan.to_example(record)
-            except ValueError as err:  # checked before the Beam work: the file changed since
-                raise DataSourceError(
-                    f"{part.path}, line {line}: {err} (did the file change during the run?)"
-                ) from None
+        for _line, _record, example in part_examples(part, plan):
             yield example.SerializeToString(deterministic=True) if self._serialize else example
+
+
+def part_examples(part: CsvPart, plan: ColumnPlan) -> Iterator[tuple[int, list[str], example_pb2.Example]]:
+    """Each record of ``part`` (checked before the Beam work) with the line it starts on and its tf.Example: the
+    one decoding of ExampleGen and of batch scoring (pipeline/predict/)."""
+    for line, record in part_records(part, open_input(part.path)):
+        try:
+            example = plan.to_example(record)
+        except ValueError as err:  # checked before the Beam work: the file changed since
+            raise DataSourceError(f"{part.path}, line {line}: {err} (did the file change during the run?)") from None
+        yield line, record, example

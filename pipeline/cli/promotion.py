@@ -17,7 +17,7 @@ _serving_option = click.option(
 )
 
 
-def _settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, serving_address: str | None = None):
+def local_settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, serving_address: str | None = None):
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.pipeline.local.runner import LocalSettings
 
@@ -25,7 +25,7 @@ def _settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, servi
                          serving_address=serving_address)  # fmt: skip
 
 
-def _target(settings):
+def serving_target(settings):
     from torchtfx.components.promoter.promotion import ServingTarget
     from torchtfx.components.shared.mlflow_client import Registry, resolve_tracking_uri
 
@@ -61,7 +61,7 @@ def promote(dataset, pipeline_root, serving_dir, rollback, finish, registry_vers
 
     if sum([rollback, finish, registry_version is not None]) != 1:
         raise click.UsageError("give exactly one of --rollback, --finish or --version N")
-    target = _target(_settings(dataset, pipeline_root, serving_dir, serving_address))
+    target = serving_target(local_settings(dataset, pipeline_root, serving_dir, serving_address))
     if rollback:
         message = promotion.rollback(target)
     elif finish:
@@ -82,7 +82,7 @@ def report(dataset, pipeline_root):
     from torchtfx.pipeline.reporting.html_report import build_report
     from torchtfx.pipeline.reporting.summary import latest_run
 
-    settings = _settings(dataset, pipeline_root, None)
+    settings = local_settings(dataset, pipeline_root, None)
     if not settings.metadata_path.is_file():
         raise click.ClickException(f"no pipeline runs under {settings.root} (no {settings.metadata_path.name})")
     summary = latest_run(metadata.sqlite_metadata_connection_config(str(settings.metadata_path)))

@@ -70,7 +70,7 @@ def test_1_promote_finish_with_another_registry_or_root_changes_nothing_and_name
     root, other = tmp_path / "runs", tmp_path / "laptop-runs"
     for folder in (root / "mlflow", other / "mlflow"):
         folder.mkdir(parents=True)
-    target = promotion_cli._target(promotion_cli._settings("taxi", root, None))
+    target = promotion_cli.serving_target(promotion_cli.local_settings("taxi", root, None))
     assert promotion.promote(_candidate(tmp_path, target.registry, 1.0), target) == 1
     assert promotion.pending_label_move(target) == 1
     serving, before = target.serving_dir, _digest(target.serving_dir)

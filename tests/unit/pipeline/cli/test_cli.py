@@ -140,7 +140,7 @@ def test_an_unknown_registry_version_is_named_with_those_that_exist(tmp_path, mo
     def unknown(target, version, reason):
         raise RegistryVersionNotFoundError(f"torchtfx-taxi has no registry version {version}; it has [1, 2]")
 
-    monkeypatch.setattr(promotion_cli, "_target", lambda settings: None)
+    monkeypatch.setattr(promotion_cli, "serving_target", lambda settings: None)
     monkeypatch.setattr(promotion, "set_champion", unknown)
     result = _run("promote", "--version", "9", "--reason", "hotfix", "--pipeline-root", str(tmp_path))
     assert result.exit_code == 1 and "Error: torchtfx-taxi has no registry version 9; it has [1, 2]" in result.output

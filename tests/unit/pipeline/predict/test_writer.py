@@ -1,0 +1,68 @@
+"""The output appears at --out in one rename once every row is written, and a failed run leaves nothing."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from torchtfx.data.config.task import BINARY
+from torchtfx.pipeline.predict.errors import PredictError
+from torchtfx.pipeline.predict.outputs import OutputPlan
+from torchtfx.pipeline.predict.writer import SUCCESS_FILE, OutputTarget
+
+PLAN = OutputPlan.from_probe((), BINARY, {"probabilities": np.zeros(1, np.float32)})
+ROWS = [(("in.csv", line, ()), {"probabilities": np.float32(line / 10)}) for line in range(2, 12)]
+
+
+def _write(target: OutputTarget) -> None:
+    as_csv = target.fmt == "csv"
+    with beam.Pipeline() as pipeline:
+        _ = (
+            pipeline
+            | beam.Create(ROWS)
+            | beam.Map(lambda row: PLAN.csv_line(*row) if as_csv else PLAN.record(*row))
+            | target.sink(PLAN)
+        )
+
+
+def test_an_existing_out_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "scores.csv").write_text("keep me")
+    with pytest.raises(PredictError, match="exists; nothing was scored or written"):
+        OutputTarget.for_out(str(tmp_path / "scores.csv"), None)
+    with pytest.raises(PredictError, match=r"is a \.csv file but --format is parquet"):
+        OutputTarget.for_out(str(tmp_path / "new.csv"), "parquet")
+    assert (tmp_path / "scores.csv").read_text() == "keep me"
+
+
+def test_a_csv_file_out_is_one_file_with_a_header_and_every_row(tmp_path):
+    target = OutputTarget.for_out(str(tmp_path / "out" / "scores.csv"), None)
+    _write(target)
+    assert not (tmp_path / "out" / "scores.csv").exists()  # staged until published
+    assert target.publish() == [str(tmp_path / "out" / "scores.csv")]
+    lines = (tmp_path / "out" / "scores.csv").read_text().splitlines()
+    assert lines[0] == "source_file,source_line,probabilities"
+    assert sorted(lines[1:], key=lambda s: int(s.split(",")[1])) == [f"in.csv,{n},{np.float32(n / 10)!s}"
+                                                                    for n in range(2, 12)]  # fmt: skip
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["scores.csv"]  # no staging folder left
+
+
+def test_a_folder_out_holds_parquet_shards_and_a_success_marker(tmp_path):
+    target = OutputTarget.for_out(str(tmp_path / "scores"), "parquet")
+    _write(target)
+    written = target.publish()
+    assert written and all(p.endswith(".parquet") for p in written)
+    assert (tmp_path / "scores" / SUCCESS_FILE).is_file()
+    table = pq.read_table(str(tmp_path / "scores")).to_pandas().sort_values("source_line")
+    assert table["source_line"].tolist() == list(range(2, 12))
+    assert table["probabilities"].dtype == np.float32
+    assert np.array_equal(table["probabilities"].to_numpy(), np.float32(np.arange(2, 12) / 10))
+    assert [p.name for p in tmp_path.iterdir()] == ["scores"]
+
+
+def test_discard_leaves_nothing_behind(tmp_path):
+    target = OutputTarget.for_out(str(tmp_path / "scores.parquet"), None)
+    _write(target)
+    target.discard()
+    assert list(tmp_path.iterdir()) == []
