@@ -7,7 +7,6 @@ import logging
 import os
 import sys
 import traceback
-import warnings
 from pathlib import Path
 
 import click
@@ -23,7 +22,9 @@ from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.config.serving import PRECISIONS
 from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
+from torchtfx.pipeline.cli import console
 from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, reports_errors
+from torchtfx.pipeline.cli.stderr_relay import StderrRelay
 
 logger = logging.getLogger("torchtfx")
 
@@ -44,17 +45,10 @@ class _AutoOrInt(click.ParamType):
 
 AUTO_OR_INT = _AutoOrInt()
 _OWN_LOGGERS = ("torchtfx",)  # every module logs under torchtfx.*: __name__, or "torchtfx.train" in the DDP workers
-_PROGRESS = ("Component ", "Skipping component ")
-
-
-class _StageProgress(logging.Filter):
-    """Let through TFX's per-component progress lines and every warning, not TFX/Beam INFO chatter."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or str(record.msg).startswith(_PROGRESS)
 
 
 def _configure_logging(verbose: bool) -> None:
+    """INFO from every logger with -v; else the quiet console of pipeline/cli/console.py."""
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -66,11 +60,8 @@ def _configure_logging(verbose: bool) -> None:
     from absl import logging as absl_logging
 
     absl_logging.set_verbosity(absl_logging.INFO)
-    absl_logger = logging.getLogger("absl")
-    absl_logger.setLevel(logging.INFO)
-    if not verbose:
-        absl_logger.addFilter(_StageProgress())
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.getLogger("absl").setLevel(logging.INFO)  # TFX's stage lines; the console filter keeps those alone
+    console.configure(verbose)
 
 
 def _print_version(context: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -93,10 +84,15 @@ def _print_version(context: click.Context, _param: click.Parameter, value: bool)
 @click.group()
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
               help="Show the version of torchtfx and of its stack, and exit.")  # fmt: skip
-@click.option("-v", "--verbose", is_flag=True, help="Show TFX/Beam INFO logs and an unexpected error's traceback.")
-def cli(verbose: bool) -> None:
+@click.option(
+    "-v", "--verbose", is_flag=True, help="Show every log line and warning, TFX/Beam INFO included, and tracebacks."
+)
+@click.pass_context
+def cli(context: click.Context, verbose: bool) -> None:
     """torchtfx: research in PyTorch, production in TensorFlow, ONNX in between."""
     _configure_logging(verbose)
+    if not verbose and isinstance(context.obj, StderrRelay):  # main() passes one; a CliRunner test does not
+        context.obj.start()
 
 
 @cli.command()
@@ -230,6 +226,7 @@ def run(
     from torchtfx.pipeline.model_choice import choose_model, parse_model_hparams
     from torchtfx.pipeline.reporting.console import print_run_report
 
+    console.show_progress_only()  # stage lines, one progress line per long stage, warnings; no-op with -v
     options = dict(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, seed=seed,
                    num_workers=num_workers, sync_every=sync_every, max_restarts=max_restarts,
                    detect_anomaly=detect_anomaly)  # fmt: skip
@@ -296,6 +293,7 @@ def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...])
 def _register_subcommands() -> None:
     from torchtfx.pipeline.cli.convert import convert_cmd
     from torchtfx.pipeline.cli.kubeflow import compile_cmd, submit_cmd
+    from torchtfx.pipeline.cli.predict import predict_cmd
     from torchtfx.pipeline.cli.promotion import promote, report
 
     cli.add_command(promote)
@@ -303,6 +301,7 @@ def _register_subcommands() -> None:
     cli.add_command(compile_cmd)
     cli.add_command(submit_cmd)
     cli.add_command(convert_cmd)
+    cli.add_command(predict_cmd)
 
 
 _register_subcommands()
@@ -311,21 +310,24 @@ _register_subcommands()
 def main() -> None:
     # TFT and onnx2tf build tf_keras (Keras 2) models; TF 2.16 would otherwise hand out Keras 3.
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    # google-cloud client libraries (pulled in by tfx) warn about Python 3.10 on every import.
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
+    relay = StderrRelay()  # cli() starts it unless -v: TF's C++ lines and the Beam workers' stderr, filtered
+    # TFX's Beam executors parse sys.argv again with absl's flags (base_beam_executor.py:94), where -v is
+    # --verbosity: `torchtfx -v run` stopped in CsvExampleGen on "flag --verbosity=run". Click alone reads them.
+    args, sys.argv = sys.argv[1:], sys.argv[:1]
     try:
-        cli(prog_name="torchtfx")
+        cli(args=args, prog_name="torchtfx", obj=relay)
         code = 0
     except SystemExit as done:  # click ends every command this way, success included
         code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except Exception:  # only with -v: reports_errors turns the rest into one-line errors
         sys.stderr.write(redact(traceback.format_exc()))
         code = 1
+    finally:  # Ctrl-C included: its traceback goes to the restored stderr
+        sys.stdout.flush()
+        logging.shutdown()
+        relay.stop()
     # Everything is persisted by now (MLMD, MLflow, artifacts). Skip interpreter teardown: TF's
     # AtomicFunction.__del__ runs after its modules are gone and prints dozens of harmless tracebacks.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
     os._exit(code)
 
 

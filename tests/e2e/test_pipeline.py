@@ -3,6 +3,7 @@ exactly as a user runs it, on small samples."""
 
 from __future__ import annotations
 
+import csv
 import os
 import socket
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests import helpers
@@ -111,6 +113,18 @@ def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     assert (report.parent / "loss_curves.png").is_file() and "Parity" in report.read_text()
 
 
+def test_default_console_is_quiet(taxi_run):
+    """Issue #30: stage lines, one progress line per long stage, warnings and the summary; `make run` printed
+    126 lines before, most of them known-harmless third-party messages (now dropped: pipeline/cli/console.py)."""
+    _, proc = taxi_run
+    lines = proc.stderr.splitlines() + proc.stdout.splitlines()
+    assert len(lines) <= 40, "\n".join(lines)
+    assert "Component Transform is running." in proc.stderr and "Checked the CSV files" in proc.stderr
+    assert "Training done: best epoch" in proc.stderr and "Pipeline run" in proc.stdout
+    for harmless in ("ArtifactQuery.property_predicate", "Unable to register cuFFT", "non-supported Python"):
+        assert harmless not in proc.stderr
+
+
 def test_pushed_model_serves_raw_examples_in_a_tensorflow_only_process(taxi_run, taxi_rows, taxi_cfg):
     root, _ = taxi_run
     version = root / "serving" / "1"
@@ -173,6 +187,28 @@ def test_registry_champion_is_an_mlflow_model_that_predicts_like_the_saved_model
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, diff, count = proc.stdout.strip().splitlines()[-1].split()
     assert int(count) == 64 and float(diff) <= 1e-6, proc.stdout
+
+
+def test_predict_scores_every_row_with_the_champion_as_its_saved_model_does(taxi_run, taxi_cfg):
+    """Issue #30: `torchtfx predict` with the pipeline's champion on the run's own CSV (label included: it is not
+    read), every row scored, each equal to serving_default on the row encoded by the tests' own encoder."""
+    root, _ = taxi_run
+    csv_path, out = root / "data" / "data.csv", root / "predict" / "scores.csv"
+    proc = torchtfx("--data", str(csv_path), "--out", str(out), "--pipeline-root", str(root / "pipeline"),
+                    "--serving-dir", str(root / "serving"), command="predict")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = helpers.csv_rows(csv_path)
+    assert f"Scored {len(rows):,} rows of 1 file(s) with serving version 1 (registry version 1" in proc.stdout
+    with out.open(newline="") as handle:
+        scored = {int(r["source_line"]): float(r["probabilities"]) for r in csv.DictReader(handle)}
+    assert sorted(scored) == list(range(2, len(rows) + 2))
+    import tensorflow as tf
+
+    schema = helpers.read_schema(taxi_cfg.schema_path)
+    examples = tf.constant([helpers.row_to_example(row, schema).SerializeToString() for row in rows])
+    model = tf.saved_model.load(str(root / "serving" / "1"))
+    expected = model.signatures["serving_default"](examples=examples)["probabilities"].numpy()
+    assert np.max(np.abs(np.array([scored[line] for line in sorted(scored)]) - expected)) <= 1e-6
 
 
 def test_bad_input_10_unseen_categorical_values_go_to_the_oov_bucket(taxi_run, taxi_rows, taxi_cfg):
