@@ -430,7 +430,8 @@ def _research_section(r: dict) -> list[str]:
 
 
 def research_readme_table(out: Path | None = None) -> str:
-    """The corpus table for the project README, from ``<out>/research_zoo.json`` (default bench/results):
+    """The corpus table as a block of its own (section 6b of the results README has it), from
+    ``<out>/research_zoo.json`` (default bench/results):
     ``python -c "from bench.report import research_readme_table; print(research_readme_table())"``."""
     r = json.loads(((out or Path(__file__).parent / "results") / f"{RESEARCH_RESULT}.json").read_text())
     return "\n".join([_research_caption(r), "", *research_table(r), "", *_research_papers(r)]) + "\n"

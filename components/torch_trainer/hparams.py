@@ -32,12 +32,14 @@ def _auto_or_positive(value: object) -> object:
 
 AutoOrPositiveInt = Annotated[Literal["auto"] | int, pydantic.BeforeValidator(_auto_or_positive)]
 
-# make bench (DDP scaling, 666,704 rows, 2 cores): plain DDP on gloo 1.14x one worker, local SGD every 8 steps
-# 1.67x, every 16 steps 2.12x, at the same eval AUC (0.9380); the all-reduce of every step is the cost.
+# make bench, DDP scaling (bench/results/README.md, section 3: the measured speed-ups): on 2 CPU cores, local SGD
+# every 16 steps beats plain DDP on gloo and local SGD every 8 steps, at the same eval AUC; the all-reduce of every
+# step is the cost.
 CPU_LOCAL_SGD_STEPS = 16
 CPU_WORKERS = 2
-# One in-process worker trains taxi's 10k rows in about 1 s; torchrun's start-up alone takes about 11 s, which
-# two local-SGD workers (2.12x one) win back only past about 1.3M example-epochs (make bench: DDP scaling).
+# Below this, one worker in the executor's process beats two DDP workers under torchrun, whose start-up (its agent
+# and every worker import torch) outweighs the training it saves: make bench, DDP scaling, small data
+# (bench/results/README.md, section 3).
 IN_PROCESS_MAX_TRAIN_ROWS = 50_000
 
 
@@ -59,11 +61,12 @@ class TrainerHParams(StrictConfig):
     early_stopping_patience: PositiveInt = 3
     # An epoch improves on the best only when its eval loss is lower by more than this fraction of the best (0:
     # any decrease counts). Measured at 1M synthetic taxi rows: eval loss 0.2415 after epoch 1, then changes of
-    # 0.04% or less while 6 more epochs ran (33 s of 48 s of training) for eval AUC 0.9378 -> 0.9381.
+    # 0.04% or less while 6 more epochs ran (33 s of 48 s of training) for eval AUC 0.9378 -> 0.9381
+    # (bench/results/README.md, section 5, what limits the run at 1M rows).
     early_stopping_min_delta: pydantic.NonNegativeFloat = 1e-3
     seed: int = 42
-    # "auto": below IN_PROCESS_MAX_TRAIN_ROWS training rows, one worker in the executor's own process (no torchrun:
-    # its agent and workers cost about 11 s of start-up and 2.6 GiB of RSS on taxi, where training takes 1 s);
+    # "auto": below IN_PROCESS_MAX_TRAIN_ROWS training rows, one worker in the executor's own process (no torchrun,
+    # whose start-up and worker processes cost more than the training on taxi: bench/results/README.md, section 3);
     # above, DDP with one worker per GPU, or CPU_WORKERS on CPU. A number always starts that many DDP workers.
     num_workers: AutoOrPositiveInt = "auto"
     threads_per_worker: PositiveInt = 1
@@ -82,7 +85,8 @@ class TrainerHParams(StrictConfig):
     use_gpu: bool = True
     # 1: plain DDP, gradients all-reduced every step. N > 1: local SGD, each rank steps on its own gradients
     # and the ranks average their parameters every N steps and at every epoch end. For CPU/gloo, where one
-    # all-reduce costs about as much as a step's compute (make bench: DDP scaling); not bit-exact on resume.
+    # all-reduce costs a large part of a step's compute (DEVELOPMENT.md, Performance notes; make bench: DDP
+    # scaling); not bit-exact on resume.
     # "auto": 1 with CUDA (NCCL all-reduces are cheap), CPU_LOCAL_SGD_STEPS with gloo on CPU.
     sync_every: AutoOrPositiveInt = "auto"
     # torch.autograd anomaly detection on every rank: names the op and step where a NaN appeared (slow).

@@ -145,7 +145,8 @@ def convert_onnx(onnx_path: Path, work_dir: Path) -> Conversion:
         tried = f" Repairs: {', '.join(fired)}." if fired else ""
         raise ConversionError(
             f"the model could not be converted to TensorFlow. {UnsupportedOpsError(missing)}.{tried} "
-            f"Fallback {err}. Rewrite those parts of the model with supported ops (README: Bring your own model)."
+            f"Fallback {err}. Rewrite those parts of the model with supported ops "
+            "(components/converter/README.md lists them; components/torch_trainer/README.md: The ONNX bridge)."
         ) from None
 
 
