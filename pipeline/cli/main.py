@@ -21,9 +21,9 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.config.serving import PRECISIONS
-from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
 from torchtfx.pipeline.cli import console
 from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, reports_errors
+from torchtfx.pipeline.cli.options import direct_runner_options
 from torchtfx.pipeline.cli.stderr_relay import StderrRelay
 
 logger = logging.getLogger("torchtfx")
@@ -148,20 +148,6 @@ def cli(context: click.Context, verbose: bool) -> None:
     help="DDP: how many times torchrun restarts the workers after one dies; they resume from the last checkpoint.",
 )
 @click.option(
-    "--beam-workers",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Beam DirectRunner processes.",
-)
-@click.option(
-    "--beam-mode",
-    type=click.Choice(BEAM_MODES),
-    default=BEAM_MODE_AUTO,
-    show_default=True,
-    help="Beam DirectRunner: in_memory (one process), multi_processing, or auto (in_memory below 32 MiB of CSV).",
-)
-@click.option(
     "--model",
     "model_factory",
     help="Model factory: mlp, resnet, dcn, ft_transformer, with text features text_transformer, text_moe, text_cnn; "
@@ -196,6 +182,7 @@ def cli(context: click.Context, verbose: bool) -> None:
     show_default=True,
     help="If the MLflow server does not answer: fail before training, or continue untracked (no promotion).",
 )
+@direct_runner_options
 @reports_errors(stage_prefix="pipeline run failed: ")
 def run(
     dataset,

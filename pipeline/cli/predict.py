@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
 from torchtfx.pipeline.cli.errors import reports_errors
+from torchtfx.pipeline.cli.options import direct_runner_options
 
 FORMATS = ("csv", "parquet")  # pipeline/predict/writer.py's, here without importing Beam
 
@@ -56,26 +56,13 @@ FORMATS = ("csv", "parquet")  # pipeline/predict/writer.py's, here without impor
     "[default: source_file and source_line].",
 )
 @click.option(
-    "--beam-mode",
-    type=click.Choice(BEAM_MODES),
-    default=BEAM_MODE_AUTO,
-    show_default=True,
-    help="Beam DirectRunner: in_memory (one process), multi_processing, or auto (in_memory below 32 MiB).",
-)
-@click.option(
-    "--beam-workers",
-    type=click.IntRange(min=1),
-    default=2,
-    show_default=True,
-    help="Beam DirectRunner processes (multi_processing).",
-)
-@click.option(
     "--beam-arg",
     "beam_args",
     multiple=True,
     metavar="ARG",
     help="A Beam pipeline option, passed as is (repeatable): --beam-arg=--runner=DataflowRunner.",
 )
+@direct_runner_options
 @reports_errors(stage_prefix="predict failed: ")
 def predict_cmd(data, out, fmt, dataset, pipeline_root, serving_dir, alias, registry_version, keys, beam_mode,
                 beam_workers, beam_args) -> None:  # fmt: skip
