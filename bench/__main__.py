@@ -18,7 +18,7 @@ import shutil
 import time
 from pathlib import Path
 
-BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo", "evaluator", "serving_text")
+BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo", "evaluator", "serving_text", "predict")
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -177,8 +177,9 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    from bench import scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
+    from bench import predict_bench, scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
     from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.sources import default_data_dir
 
     taxi = load_dataset_config("taxi")
     steps = {
@@ -203,6 +204,10 @@ def main(argv: list[str] | None = None) -> None:
         "evaluator": lambda: _evaluator(work, args.beam_workers),
         # the movie_reviews pipeline (run under <work>/text unless there) and its text model's serving latency
         "serving_text": lambda: sequence_serving_bench.sequence_serving(work, args.beam_workers),
+        # torchtfx predict against a plain loop over the SavedModel and the MLflow pyfunc (issue 30)
+        "predict": lambda: predict_bench.predict_bench(
+            _our_taxi_run(work, args.beam_workers), default_data_dir(taxi), work / "predict"
+        ),
     }  # fmt: skip
     for name in BENCHMARKS:
         if name == "zoo" and name in args.only:

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 from bench.evaluator_bench import report_lines as evaluator_report_lines
+from bench.report_predict import predict_section
 from bench.report_serving import reference_signature_lines
 from bench.serving_bench import ratios
 
@@ -564,6 +565,8 @@ def write_report(out: Path) -> Path:
     lines += _trainer_sections(results)
     if "serving" in results:
         lines += _serving_section(results["serving"])
+    if "predict" in results:
+        lines += predict_section(results["predict"])
     if "scale" in results:
         lines += _scale_section(results["scale"])
     notes = out / SCALE_NOTES  # written by hand: what limits the slowest stage at scale, what was tried

@@ -636,3 +636,17 @@ def test_a_dynamo_graph_whose_batch_torch_export_specialized_is_found_by_its_dec
 
     assert _static_batch(graph(17)) == 17
     assert _static_batch(graph("batch")) is None
+
+
+def test_report_shows_batch_scoring_rates_and_ours_against_each_other_way(tmp_path):
+    from bench.report import write_report
+
+    result = {"benchmark": "predict", "rows": 150020, "seconds": {"torchtfx_predict": [10.0, 12.0],
+              "loop": [20.0, 20.0], "pyfunc": [30.0, 31.0]},
+              "rows_per_second": {"torchtfx_predict": 13638.2, "loop": 7501.0, "pyfunc": 4918.7},
+              "ratio_to": {"loop": 1.818, "pyfunc": 2.773}}  # fmt: skip
+    (tmp_path / "predict.json").write_text(json.dumps(result))
+    text = write_report(tmp_path).read_text()
+    assert "## Batch scoring: `torchtfx predict` (rows per second)" in text
+    assert "| plain Python loop over the SavedModel (1,024-row batches) | 7,501 | 20.0, 20.0 | 1.82x |" in text
+    assert "| MLflow pyfunc of the champion (whole CSV through pandas) | 4,919 | 30.0, 31.0 | 2.77x |" in text

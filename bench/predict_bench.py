@@ -1,0 +1,121 @@
+"""``python -m bench --only predict`` (issue 30): batch scoring, rows per second, of ``torchtfx predict`` against
+what a user would otherwise write, on the same CSV with the same champion, each from reading the CSV to a written
+file of scores:
+- ``loop``: a plain Python loop over the SavedModel: the csv module, the schema's tf.Example encoding, one
+  ``serving_default`` call per 1,024 rows, the csv module again;
+- ``pyfunc``: the champion's MLflow Model (``mlflow.pyfunc.load_model("models:/<name>@champion")``) on the whole
+  CSV read by pandas, as ``mlflow models predict`` does, scores written by pandas.
+The input is the taxi CSV ``COPIES`` times over; rounds are interleaved and the medians reported.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import logging
+import statistics
+import time
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+COPIES = 10  # 150,020 rows of taxi
+ROUNDS = 2
+LOOP_BATCH = 1024
+
+
+def _input(source_dir: Path, work: Path) -> tuple[Path, int]:
+    """One CSV: the packaged taxi CSV's header, then its rows ``COPIES`` times."""
+    (source,) = sorted(source_dir.glob("*.csv"))
+    lines = source.read_text().splitlines(keepends=True)
+    path = work / "input" / f"taxi_x{COPIES}.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as out:
+        out.write(lines[0])
+        for _ in range(COPIES):
+            out.writelines(lines[1:])
+    return path, COPIES * (len(lines) - 1)
+
+
+def _loop(path: Path, serving_dir: Path, dataset, out: Path) -> int:
+    import tensorflow as tf
+
+    from torchtfx.components.csv_input.columns import ColumnPlan, load_schema_types
+    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT
+
+    serve = tf.saved_model.load(str(serving_dir)).signatures["serving_default"]
+    rows = 0
+    with path.open(newline="") as source, out.open("w", newline="") as sink:
+        reader, writer = csv.reader(source), csv.writer(sink)
+        types = load_schema_types(str(dataset.schema_path))
+        plan = ColumnPlan(next(reader), types, missing_values=dataset.missing_values)
+        writer.writerow(["row", "probabilities"])
+        while batch := [plan.to_example(r).SerializeToString() for r in itertools.islice(reader, LOOP_BATCH)]:
+            scores = serve(**{EXAMPLES_INPUT: tf.constant(batch)})["probabilities"].numpy()
+            writer.writerows((rows + i, float(s)) for i, s in enumerate(scores))
+            rows += len(batch)
+    return rows
+
+
+def _pyfunc(path: Path, model_uri: str, out: Path) -> int:
+    import mlflow.pyfunc
+    import pandas as pd
+
+    model = mlflow.pyfunc.load_model(model_uri)
+    columns = model.metadata.get_input_schema().input_names()
+    strings = [c.name for c in model.metadata.get_input_schema().inputs if str(c.type) == "string"]
+    frame = pd.read_csv(path, usecols=columns, dtype={c: str for c in strings}, keep_default_na=False, na_values=[""])
+    frame = frame.astype(object).where(frame.notna(), None) if strings else frame
+    scores = model.predict(frame)
+    scores.to_csv(out, index_label="row")
+    return len(scores)
+
+
+def _ours(path: Path, settings, out: Path) -> int:
+    from torchtfx.pipeline.cli.promotion import serving_target
+    from torchtfx.pipeline.predict.run import PredictRequest, predict
+
+    request = PredictRequest(data=str(path), out=str(out), dataset=settings.dataset,
+                             target=serving_target(settings), alias="champion")  # fmt: skip
+    return predict(request).rows
+
+
+def predict_bench(root: Path, source_dir: Path, work: Path) -> dict:
+    """Rows per second of ours, ``loop`` and ``pyfunc`` on ``COPIES`` x the taxi CSV, scored by ``root``'s champion
+    (a taxi run of our pipeline)."""
+    import mlflow
+
+    from bench import pipelines
+    from torchtfx.components.shared.mlflow_client import resolve_tracking_uri
+    from torchtfx.pipeline.cli.promotion import local_settings
+
+    settings = local_settings("taxi", root, None)
+    uri = resolve_tracking_uri(settings.mlflow_default_uri)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    path, rows = _input(source_dir, work)
+    serving_dir = pipelines.only_subdir(root / "serving" / "taxi")
+    ways = {
+        "torchtfx_predict": lambda out: _ours(path, settings, out),
+        "loop": lambda out: _loop(path, serving_dir, settings.dataset, out),
+        "pyfunc": lambda out: _pyfunc(path, f"models:/{settings.registered_model_name}@champion", out),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in ways}
+    for round_ in range(ROUNDS):
+        for name, score in ways.items():
+            out = work / f"scores_{name}_{round_}.csv"
+            out.unlink(missing_ok=True)
+            started = time.perf_counter()
+            scored = score(out)
+            seconds[name].append(time.perf_counter() - started)
+            if scored != rows:
+                raise RuntimeError(f"{name} scored {scored} of {rows} rows")
+            logger.info("predict round %s %s: %.2f s", round_ + 1, name, seconds[name][-1])
+    rate = {name: rows / statistics.median(times) for name, times in seconds.items()}
+    ours = rate["torchtfx_predict"]
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_second": rate,
+        "ratio_to": {name: ours / value for name, value in rate.items() if name != "torchtfx_predict"},
+    }
