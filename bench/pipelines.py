@@ -132,12 +132,12 @@ def eval_examples_dir(root: Path) -> Path:
 
 def evaluator_metrics(root: Path, evaluator_id: str = contracts.EVALUATOR_ID) -> dict[str, float]:
     """The candidate's overall-slice metrics from the Evaluator's output (ours, or the reference's with its id)."""
-    from torchtfx.pipeline.reporting.summary import slice_metrics
+    from torchtfx.components.shared.evaluation_results import candidate_metrics
 
     evaluation = latest_recorded_run(root).output(evaluator_id, "evaluation")
     if evaluation is None:
         raise RuntimeError(f"no {evaluator_id} output recorded in {root}")
-    return slice_metrics(evaluation.uri).get("Overall", {})
+    return candidate_metrics(evaluation.uri).get("Overall", {})
 
 
 def _our_auc_thresholds() -> int:

@@ -12,7 +12,7 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
     metrics_specs); only the model spec differs, so the reference is scored like our candidate."""
     import tensorflow_model_analysis as tfma
 
-    from torchtfx.components.promoter.gate_results import metric_values
+    from torchtfx.components.shared.evaluation_results import metric_values
     from torchtfx.pipeline.eval_config import OVERALL, build_eval_config
 
     ours = build_eval_config(dataset, dataset.gates)

@@ -77,6 +77,17 @@ class ZooRun:
     pipeline_parity: float | None
 
 
+def run_hparams(dataset: str, model: str) -> TrainerHParams:
+    """The hyperparameters ``torchtfx run --dataset DATASET --model MODEL`` trains with (the same resolver)."""
+    from torchtfx.pipeline.model_choice import checked_hparams
+    from torchtfx.pipeline.settings.declared import LOCAL
+    from torchtfx.pipeline.settings.layers import command_line_layer
+    from torchtfx.pipeline.settings.resolve import resolve_settings
+
+    resolved = resolve_settings(LOCAL, command_line_layer({"dataset": dataset, "model.factory": model}))
+    return checked_hparams(resolved.dataset, resolved.hparams)
+
+
 def run_model(
     root: Path,
     data_dir: Path,
@@ -295,7 +306,6 @@ def zoo(work: Path, beam_workers: int, models: tuple[str, ...] | None = None) ->
     from torchtfx.components.torch_trainer.modeling.factory import ZOO
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
-    from torchtfx.pipeline.model_choice import choose_model
 
     dataset = load_dataset_config(DATASET)
     root, scratch = work / "zoo", work / "zoo_scratch"
@@ -309,7 +319,7 @@ def zoo(work: Path, beam_workers: int, models: tuple[str, ...] | None = None) ->
             logger.error("zoo %s: %s", model, err)
             rows.append({"model": model, "error": str(err)[-2000:]})
             continue
-        hparams = choose_model(dataset, TrainerHParams(), model)  # what `torchtfx run --model` trained
+        hparams = run_hparams(dataset.name, model)
         measured = measure(zoo_run, pipelines.eval_examples_dir(root), hparams, scratch, threads)
         rows.append(zoo_row(zoo_run, measured))
     return {
@@ -407,10 +417,8 @@ def research_zoo(work: Path, beam_workers: int, names: list[str] | None = None) 
 def research_row(zoo_run: ZooRun, factory: str, root: Path, scratch: Path, threads: int) -> dict:
     """A corpus model's built-in-zoo measurements, its pipeline conversion's parts and the dynamo exporter's
     figures; a measurement that fails (third-party code) is the row's error, the run's record kept."""
-    from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.pipeline.model_choice import choose_model
 
-    hparams = choose_model(load_dataset_config(DATASET), TrainerHParams(), factory)  # the model `torchtfx run` built
+    hparams = run_hparams(DATASET, factory)
     raw_eval = pipelines.eval_examples_dir(root)
     row = {**zoo_row(zoo_run, {}), "conversion": parse_conversion(zoo_run.pipeline_conversion)}
     try:

@@ -31,9 +31,18 @@ from tensorflow_model_analysis.metrics import (
     metric_util,
 )
 
+from torchtfx.data.config.metrics import (
+    AUC,
+    AUC_PRECISION_RECALL,
+    BINARY_ACCURACY,
+    CALIBRATION,
+    CALIBRATION_PLOT,
+    PRECISION,
+    RECALL,
+)
 from torchtfx.pipeline.eval_histogram import with_scalar_histograms
 
-CALIBRATION_NAME = calibration.CALIBRATION_NAME  # "calibration": the key gates and reports read
+CALIBRATION_NAME = calibration.CALIBRATION_NAME  # "calibration" (CALIBRATION.key): gates and reports read it
 
 
 def _scope(
@@ -192,11 +201,11 @@ class HistogramCalibrationPlot(_ScalarHistograms, calibration_plot.CalibrationPl
 # TFMA class name -> ours (the MetricConfig names ours with module=this module; TFMA resolves its own class names
 # to its own classes whatever module is named, hence the prefix).
 FROM_HISTOGRAM = {
-    "Calibration": "HistogramCalibration",
-    "BinaryAccuracy": "HistogramBinaryAccuracy",
-    "Precision": "HistogramPrecision",
-    "Recall": "HistogramRecall",
-    "AUC": "HistogramAUC",
-    "AUCPrecisionRecall": "HistogramAUCPrecisionRecall",
-    "CalibrationPlot": "HistogramCalibrationPlot",
+    CALIBRATION.tfma_class: HistogramCalibration.__name__,
+    BINARY_ACCURACY.tfma_class: HistogramBinaryAccuracy.__name__,
+    PRECISION.tfma_class: HistogramPrecision.__name__,
+    RECALL.tfma_class: HistogramRecall.__name__,
+    AUC.tfma_class: HistogramAUC.__name__,
+    AUC_PRECISION_RECALL.tfma_class: HistogramAUCPrecisionRecall.__name__,
+    CALIBRATION_PLOT.tfma_class: HistogramCalibrationPlot.__name__,
 }

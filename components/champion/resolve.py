@@ -7,9 +7,10 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from torchtfx.components.shared import serving_config, serving_identity, serving_layout
+from torchtfx.components.shared import serving_identity
 from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
 from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.tf_serving import layout, model_config
 
 
 class ChampionError(StageFailure):
@@ -69,7 +70,7 @@ def _unreadable(path: Path) -> str | None:
 def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion | None:
     """None on a first run (no champion anywhere). Raises ServingBindingError when the serving directory is
     another registry's, ServingConfigError when its models.config does not parse."""
-    serving_config.read_models_config(serving_dir)
+    model_config.read_models_config(serving_dir)
     if registry is not None:
         serving_identity.check(serving_dir, registry)
         version = registry.alias_version(CHAMPION)
@@ -77,10 +78,10 @@ def resolve_champion(serving_dir: Path, registry: Registry | None) -> Champion |
         serving = registry.serving_version(CHAMPION) if version is not None else None
         if version is not None and serving is not None:
             return checked_version(serving_dir, serving, str(version.version), "registry")
-    stable = serving_config.read_stable_version(serving_dir)
+    stable = model_config.read_stable_version(serving_dir)
     if stable is not None:
         return checked_version(serving_dir, stable, None, "serving_dir")
-    on_disk = serving_layout.versions(serving_dir)
+    on_disk = layout.versions(serving_dir)
     if on_disk:
         return checked_version(serving_dir, on_disk[-1], None, "serving_dir")
     return None

@@ -23,10 +23,10 @@ from torchtfx.components.promoter.constants import (
     SERVING_MODEL_NAME_KEY,
     STATISTICS_KEY,
 )
-from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT_S
 from torchtfx.components.shared.contracts import MLFLOW_TRACKING_URI_KEY, REGISTERED_MODEL_KEY, SERVING_DIR_KEY
 from torchtfx.components.shared.run_identity import RUN_TOKEN_KEY, run_token_parameter
-from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.tf_serving.batching import BatchingParams
+from torchtfx.components.tf_serving.transition import DEFAULT_LOAD_TIMEOUT_S
 
 
 class PromoterSpec(types.ComponentSpec):

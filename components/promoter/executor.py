@@ -14,7 +14,7 @@ from tfx import types
 from tfx.components.pusher import executor as pusher_executor
 from tfx.types import artifact_utils
 
-from torchtfx.components.promoter import gate_results, promotion
+from torchtfx.components.promoter import promotion
 from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
     CHAMPION_KEY,
@@ -28,8 +28,7 @@ from torchtfx.components.promoter.constants import (
     SERVING_MODEL_NAME_KEY,
     STATISTICS_KEY,
 )
-from torchtfx.components.promoter.serving_transition import DEFAULT_LOAD_TIMEOUT_S
-from torchtfx.components.shared import contracts
+from torchtfx.components.shared import contracts, evaluation_results
 from torchtfx.components.shared.artifact_uris import remote_uri
 from torchtfx.components.shared.contracts import (
     CHAMPION_REGISTRY_VERSION_PROPERTY,
@@ -52,16 +51,11 @@ from torchtfx.components.shared.mlflow_client import (
     resolve_tracking_uri,
 )
 from torchtfx.components.shared.run_identity import run_identity
-from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.tf_serving.batching import BatchingParams
+from torchtfx.components.tf_serving.transition import DEFAULT_LOAD_TIMEOUT_S
+from torchtfx.data.config.metrics import TAGGED
 
 logger = logging.getLogger(__name__)
-
-# The candidate's overall metrics tagged on the registered version, each task's own (filtered by presence):
-# binary auc, auc_precision_recall, binary_accuracy, calibration, example_count (as ever); multiclass
-# sparse_categorical_accuracy, auc(macro), auc(micro); regression mean_squared_error, root_mean_squared_error,
-# mean_absolute_error, squared_pearson_correlation; both of those with example_count and weighted_example_count
-# (the rows with a usable label). Not per-class values: MLflow tag names allow no brackets.
-_TAGGED_METRICS = frozenset(gate_results.REPORTED_METRICS) - {"precision", "recall"}
 
 
 def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:
@@ -71,11 +65,14 @@ def _prop(artifact: types.Artifact, name: str, default: Any = None) -> Any:
 def _tags(
     model, examples, statistics, evaluation_uri: str, exec_properties: dict, run_id: str, execution_id: str
 ) -> dict:
-    overall = {}
-    for (slice_, metric, _model, is_diff), value in gate_results.metric_values(evaluation_uri).items():
-        if slice_ == "Overall" and not is_diff and metric in _TAGGED_METRICS and _model in ("", "candidate"):
-            # MLflow tag names allow no parentheses: auc(macro) -> metric.auc_macro
-            overall[f"metric.{metric.replace('(', '_').rstrip(')')}"] = f"{value:.6f}"
+    # The candidate's overall metrics (metrics.TAGGED: each task's own, by presence). MLflow tag names allow no
+    # parentheses: auc(macro) -> metric.auc_macro
+    candidate = evaluation_results.candidate_metrics(evaluation_uri).get(evaluation_results.OVERALL_SLICE, {})
+    overall = {
+        f"metric.{label.replace('(', '_').rstrip(')')}": f"{value:.6f}"
+        for label, value in candidate.items()
+        if label in TAGGED
+    }
     return {
         "pipeline_run_id": run_id,
         "mlmd_execution_id": execution_id,
@@ -150,7 +147,8 @@ class Executor(pusher_executor.Executor):
                 LABELS_PENDING_PROPERTY, int(promotion.pending_label_move(target) == version)
             )
             return
-        reasons = [f.line() for f in gate_results.gate_failures(evaluation.uri)] or ["not blessed by the Evaluator"]
+        failures = evaluation_results.gate_failures(evaluation.uri)
+        reasons = [f.line() for f in failures] or ["not blessed by the Evaluator"]
         recorded = promotion.reject(candidate, target, reasons)
         self._MarkNotPushed(pushed)
         pushed.set_string_custom_property(REJECTION_PROPERTY, "\n".join(reasons))

@@ -18,21 +18,22 @@ import json
 import logging
 from pathlib import Path
 
-from torchtfx.components.promoter import serving_transition
-from torchtfx.components.promoter.serving_transition import Served, ServingChangeError
 from torchtfx.components.promoter.target import (
     JOURNAL_FILE,
     PromotionError,
     ServingTarget,
     open_target,
     remove_unserved,
+    target_state,
     verify_folder,
 )
 from torchtfx.components.promoter.unchanged import ROLLED_BACK_TAG
-from torchtfx.components.shared import serving_layout
 from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, SERVING_VERSION_TAG, Registry
-from torchtfx.components.shared.serving_config import CANARY, STABLE, ServedState
-from torchtfx.components.shared.serving_layout import promotion_lock
+from torchtfx.components.tf_serving import layout, transition
+from torchtfx.components.tf_serving.errors import ServingChangeError
+from torchtfx.components.tf_serving.layout import promotion_lock
+from torchtfx.components.tf_serving.model_config import CANARY, STABLE, ServedState
+from torchtfx.components.tf_serving.transition import Served
 
 __all__ = ["JOURNAL_FILE", "Entry", "PromotionError", "Repair", "ServingTarget", "finish", "pending_label_move",
            "reconcile", "switch"]  # fmt: skip
@@ -73,7 +74,7 @@ def aliases_now(registry: Registry) -> dict[str, str | None]:
 
 
 def write_journal(target: ServingTarget, entry: Entry) -> None:
-    serving_layout.write_text_atomic(journal_path(target), json.dumps(dataclasses.asdict(entry), sort_keys=True))
+    layout.write_text_atomic(journal_path(target), json.dumps(dataclasses.asdict(entry), sort_keys=True))
 
 
 def read_journal(target: ServingTarget) -> Entry | None:
@@ -94,20 +95,20 @@ def _registry_target(target: ServingTarget) -> ServedState | None:
     if champion is None:
         return None
     previous = target.registry.serving_version(PREVIOUS)
-    return serving_transition.target_state(target.serving_dir, champion, previous)
+    return target_state(target.serving_dir, champion, previous)
 
 
 def switch(target: ServingTarget, served: Served, desired: ServedState, entry: Entry,
            unconfirmed: frozenset[int] = frozenset(), move_aliases=None) -> str:  # fmt: skip
     """Stage ``desired`` (raises ServingChangeError, nothing changed), then move the aliases, then the labels
     (or journal the label move when nobody can confirm the load)."""
-    awaiting = serving_transition.stage(served, desired, unconfirmed)
+    awaiting = transition.stage(served, desired, unconfirmed)
     if move_aliases is not None:
         move_aliases()
     stable = desired.labels[STABLE]
     if not awaiting:
         try:
-            serving_transition.move_labels(served, desired)
+            transition.move_labels(served, desired)
         except ServingChangeError as err:
             awaiting = frozenset({stable})
             logger.warning("%s; the label move stays pending", err)
@@ -123,7 +124,7 @@ def reconcile(target: ServingTarget, served: Served | None = None, mode: str = K
     """Repair what a crash left behind and settle a pending label move (see the module's doc); None when
     nothing was pending, or when ``mode`` is KEEP and nobody can confirm the pending move (it stays)."""
     served = served or target.served()
-    serving_layout.remove_stale_staging(target.serving_dir)
+    layout.remove_stale_staging(target.serving_dir)
     entry = read_journal(target)
     if entry is None:
         return None
@@ -187,9 +188,9 @@ def _undo(target: ServingTarget, served: Served, entry: Entry, reason: str, fail
 
 def _unlist(served: Served, version: int) -> None:
     """Drop a version that no label points at from models.config (it may have been staged)."""
-    state = serving_transition.current_state(served)
+    state = transition.current_state(served)
     if state is not None and version in state.versions and version not in state.label_versions():
-        serving_transition.restore(served, ServedState(state.versions - {version}, dict(state.labels)))
+        transition.restore(served, ServedState(state.versions - {version}, dict(state.labels)))
 
 
 def _sync(target: ServingTarget) -> str:
@@ -198,7 +199,7 @@ def _sync(target: ServingTarget) -> str:
     if desired is None:
         return "nothing pending, and the registry has no champion"
     served = target.served()
-    current = serving_transition.current_state(served)
+    current = transition.current_state(served)
     if current is not None and all(current.labels.get(k) == v for k, v in desired.labels.items()):
         return "nothing pending: models.config already follows the registry"
     champion = target.registry.alias_version(CHAMPION)

@@ -7,7 +7,7 @@ Order of a promotion, each step journaled first so a crash at any point is repai
 1. check that the registry's champion is still the one the Evaluator compared the candidate with;
 2. push the SavedModel to ``<serving>/<next version>/`` (atomic rename; not yet in models.config,
    so TF Serving does not load it), register it in MLflow, and check the folder holds the registered bytes;
-3. stage it: list it in models.config with the labels unchanged (``serving_transition.stage``); with a server
+3. stage it: list it in models.config with the labels unchanged (``tf_serving.transition.stage``); with a server
    address, wait until TF Serving has it AVAILABLE, and undo everything when it does not;
 4. move the registry aliases (``previous`` <- old champion, ``champion`` <- new);
 5. move the ``stable`` / ``canary`` labels onto it: at once when the server confirmed the load, else only once
@@ -27,7 +27,7 @@ import re
 import shutil
 from pathlib import Path
 
-from torchtfx.components.promoter import journal, serving_transition, unchanged
+from torchtfx.components.promoter import journal, unchanged
 from torchtfx.components.promoter.journal import (
     JOURNAL_FILE,
     OVERRIDE,
@@ -41,7 +41,6 @@ from torchtfx.components.promoter.journal import (
     pending_label_move,
     reconcile,
 )
-from torchtfx.components.promoter.serving_transition import ServingChangeError
 from torchtfx.components.promoter.target import (
     Baseline,
     ChampionMovedError,
@@ -49,14 +48,17 @@ from torchtfx.components.promoter.target import (
     ServingTarget,
     open_target,
     require_compared,
+    target_state,
     verify_folder,
 )
 from torchtfx.components.promoter.unchanged import ROLLED_BACK_TAG, Unchanged
-from torchtfx.components.shared import fingerprint, serving_layout
+from torchtfx.components.shared import fingerprint
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, PREVIOUS, SERVING_VERSION_TAG
-from torchtfx.components.shared.serving_config import ServedState
-from torchtfx.components.shared.serving_layout import promotion_lock
+from torchtfx.components.tf_serving import layout
+from torchtfx.components.tf_serving.errors import ServingChangeError
+from torchtfx.components.tf_serving.layout import promotion_lock
+from torchtfx.components.tf_serving.model_config import ServedState
 
 # The journal's names, for the executor, the CLI and the tests, which know this module as the Promoter's API.
 __all__ = ["JOURNAL_FILE", "Baseline", "Candidate", "ChampionMovedError", "PromotionError", "ServingTarget",
@@ -134,10 +136,10 @@ def promote(candidate: Candidate, target: ServingTarget, compared_with: Baseline
         _require_settled(target)
         old_champion = target.registry.alias_version(CHAMPION)
         require_compared(target, compared_with, old_champion)
-        version = serving_layout.next_version(target.serving_dir)
+        version = layout.next_version(target.serving_dir)
         entry = _push_and_register(candidate, target, version)
         previous = int(old_champion.tags[SERVING_VERSION_TAG]) if old_champion is not None else None
-        desired = serving_transition.target_state(target.serving_dir, version, previous)
+        desired = target_state(target.serving_dir, version, previous)
         try:
             outcome = journal.switch(target, served, desired, entry, frozenset({version}),
                                      lambda: _move_aliases(target, entry.registry_version, old_champion))  # fmt: skip
@@ -186,7 +188,7 @@ def _os_reason(err: OSError) -> str:
 
 def _push(candidate: Candidate, target: ServingTarget, version: int) -> None:
     try:
-        serving_layout.push_version(candidate.saved_model_dir, target.serving_dir, version)
+        layout.push_version(candidate.saved_model_dir, target.serving_dir, version)
     except OSError as err:
         journal.journal_path(target).unlink(missing_ok=True)  # nothing to repair: the partial copy is already gone
         raise PromotionError(
@@ -247,7 +249,7 @@ def rollback(target: ServingTarget) -> str:
             target.registry.delete_alias(PREVIOUS)
             target.registry.tag(champion.version, {ROLLED_BACK_TAG: "true"})
 
-        desired = serving_transition.target_state(target.serving_dir, _serving(previous), None)
+        desired = target_state(target.serving_dir, _serving(previous), None)
         outcome = _guarded_switch(target, desired, _entry(target, ROLLBACK, previous), move_aliases, "roll back")
     return (
         f"rolled back: champion is registry version {previous.version} again (was {champion.version}; a rerun that "
@@ -274,7 +276,7 @@ def set_champion(target: ServingTarget, registry_version: int, reason: str) -> s
             target.registry.tag(wanted.version, {"manual_promotion_reason": reason, ROLLED_BACK_TAG: "false"})
 
         previous = _serving(champion) if champion is not None else None
-        desired = serving_transition.target_state(target.serving_dir, _serving(wanted), previous)
+        desired = target_state(target.serving_dir, _serving(wanted), previous)
         outcome = _guarded_switch(target, desired, _entry(target, OVERRIDE, wanted), move_aliases, "promote it")
     logger.warning("Manual promotion of registry version %s: %s", registry_version, reason)
     return f"registry version {registry_version} is now the champion (reason: {reason}); {outcome}"
@@ -298,7 +300,7 @@ def _guarded_switch(target: ServingTarget, desired: ServedState, entry: Entry, m
 
 def _require_served(target: ServingTarget, version) -> None:
     serving = version.tags.get(SERVING_VERSION_TAG)
-    if serving is None or int(serving) not in serving_layout.versions(target.serving_dir):
+    if serving is None or int(serving) not in layout.versions(target.serving_dir):
         raise PromotionError(
             f"registry version {version.version} has no complete serving folder in {target.serving_dir} "
             f"(serving_version={serving}); it cannot be served"

@@ -1,7 +1,8 @@
-"""Where a promotion acts (:class:`ServingTarget`) and the checks every change passes before it touches anything:
-the serving directory belongs to this registry, models.config parses, a folder holds what the registry
-registered under it, a version folder is removed only when this registry says it was never served, and a
-candidate replaces only the champion the Evaluator compared it with."""
+"""Where a promotion acts (:class:`ServingTarget`), what it serves there (:func:`target_state`: the Promoter's
+decision; ``components.tf_serving.transition`` carries it out), and the checks every change passes before it
+touches anything: the serving directory belongs to this registry, models.config parses, a folder holds what the
+registry registered under it, a version folder is removed only when this registry says it was never served, and
+a candidate replaces only the champion the Evaluator compared it with."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import logging
 import shutil
 from pathlib import Path
 
-from torchtfx.components.promoter import serving_transition
-from torchtfx.components.promoter.serving_transition import Served
-from torchtfx.components.shared import fingerprint, serving_config, serving_identity, serving_layout
+from torchtfx.components.shared import fingerprint, serving_identity
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import SERVING_VERSION_TAG, Registry
-from torchtfx.components.shared.model_server import ModelServer
+from torchtfx.components.tf_serving import model_config, transition
+from torchtfx.components.tf_serving.batching import BatchingParams
+from torchtfx.components.tf_serving.layout import versions
+from torchtfx.components.tf_serving.model_config import CANARY, STABLE, ServedState
+from torchtfx.components.tf_serving.model_server import ModelServer
+from torchtfx.components.tf_serving.transition import Served
 
 logger = logging.getLogger(__name__)
 
@@ -43,20 +47,33 @@ class ServingTarget:
     serving_dir: Path
     model_name: str
     registry: Registry
-    batching: serving_layout.BatchingParams = dataclasses.field(default_factory=serving_layout.BatchingParams)
+    batching: BatchingParams = dataclasses.field(default_factory=BatchingParams)
     server_address: str | None = None  # TF Serving's gRPC host:port; None: nobody to ask, labels move later
-    load_timeout_s: float = serving_transition.DEFAULT_LOAD_TIMEOUT_S
+    load_timeout_s: float = transition.DEFAULT_LOAD_TIMEOUT_S
 
     def served(self) -> Served:
         server = ModelServer(self.server_address) if self.server_address else None
         return Served(self.serving_dir, self.model_name, self.batching, server, self.load_timeout_s)
 
 
+def target_state(serving_dir: Path, champion: int, previous: int | None, canary: int | None = None) -> ServedState:
+    """stable -> the champion; canary -> the version the caller chose (the champion unless given: never read off
+    the disk, so a rolled-back version keeps no label); the previous champion stays loaded so that a rollback
+    moves a label onto a version that is already AVAILABLE."""
+    on_disk = versions(serving_dir)
+    canary = champion if canary is None else canary
+    for role, version in (("champion", champion), ("canary", canary)):
+        if version not in on_disk:
+            raise FileNotFoundError(f"{role} version {version} is missing from {serving_dir}")
+    loaded = {champion, canary} | ({previous} if previous in on_disk else set())
+    return ServedState(frozenset(loaded), {STABLE: champion, CANARY: canary})
+
+
 def open_target(target: ServingTarget) -> serving_identity.Identity:
     """Under the lock, before any change: the directory is this registry's (bound now if new) and its
     models.config parses. Raises ServingBindingError / ServingConfigError, with the fix."""
     identity = serving_identity.bind(target.serving_dir, target.registry)
-    serving_config.read_models_config(target.serving_dir)
+    model_config.read_models_config(target.serving_dir)
     return identity
 
 
@@ -90,19 +107,19 @@ def verify_folder(target: ServingTarget, version) -> None:
 def remove_unserved(target: ServingTarget, served: Served, version: int, registry_version: str | None) -> None:
     """Unlist and delete the folder of an interrupted promotion, once this (bound) registry confirms that nothing
     but that promotion's own unaliased ``registry_version`` was registered from it; never what ``stable`` serves."""
-    state = serving_transition.current_state(served)
+    state = transition.current_state(served)
     claimed = [v for v in target.registry.versions_tagged(SERVING_VERSION_TAG, str(version))
                if str(v.version) != registry_version or v.aliases]  # fmt: skip
-    if claimed or (state is not None and state.labels.get(serving_config.STABLE) == version):
+    if claimed or (state is not None and state.labels.get(model_config.STABLE) == version):
         why = (f"registry version {claimed[0].version} of {target.registry.model_name} is served from it"
-               if claimed else f"`stable` points at it in {serving_config.MODELS_CONFIG}")  # fmt: skip
+               if claimed else f"`stable` points at it in {model_config.MODELS_CONFIG}")  # fmt: skip
         raise PromotionError(
             f"the promotion journal {target.serving_dir / JOURNAL_FILE} names serving version {version} "
             f"as interrupted, but {why}: nothing was removed or changed. If no promotion is running, delete the "
             "journal and rerun"
         )
     if state is not None and version in state.versions and version not in state.label_versions():
-        serving_transition.restore(served, dataclasses.replace(state, versions=state.versions - {version}))
+        transition.restore(served, dataclasses.replace(state, versions=state.versions - {version}))
     shutil.rmtree(target.serving_dir / str(version), ignore_errors=True)
 
 

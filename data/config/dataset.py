@@ -363,9 +363,9 @@ def _optional_label_columns(schema_path: Path, label: LabelRule) -> tuple[str, .
         raise DatasetConfigError(str(err)) from None
 
 
-def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
-    """Load a shipped dataset by name (``data/datasets/<name>.yaml``, package data of ``torchtfx.data``) or
-    an explicit YAML path, and validate it."""
+def dataset_yaml_path(name_or_path: str | Path) -> Path:
+    """The YAML file of a shipped dataset's name (``data/datasets/<name>.yaml``, package data of
+    ``torchtfx.data``) or of an explicit ``.yaml`` path; a clear error naming the known datasets if none."""
     path = Path(name_or_path)
     shipped = datasets_dir()
     known = ", ".join(sorted(p.stem for p in shipped.glob("*.yaml")))
@@ -376,6 +376,12 @@ def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
                                      f"{known}); give the path of a dataset YAML (.yaml) instead")  # fmt: skip
     if not path.is_file():
         raise DatasetConfigError(f"dataset config {path} not found; known datasets: {known}")
+    return path
+
+
+def load_dataset_config(name_or_path: str | Path) -> DatasetConfig:
+    """Load a shipped dataset by name or an explicit YAML path (:func:`dataset_yaml_path`), and validate it."""
+    path = dataset_yaml_path(name_or_path)
     parsed = DatasetFile.parse(load_yaml(path, DatasetConfigError), str(path))
     try:
         cfg = parsed.resolve()

@@ -1,60 +1,49 @@
-"""The promotion gates, in one place: value thresholds on the candidate and change thresholds against the
-champion. Parsed once, as the ``gates:`` section of the dataset config; built into the TFMA EvalConfig by
-:mod:`torchtfx.pipeline.eval_config`."""
+"""The promotion gates' settings: value thresholds on the candidate and change thresholds against the champion.
+Parsed once, as the ``gates:`` section of the dataset config; which metric each field bounds, and which metrics
+value_floors / value_ceilings may name, is declared with the metrics (:mod:`torchtfx.data.config.metrics`); built
+into the TFMA EvalConfig by :mod:`torchtfx.pipeline.eval_config`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pydantic
 
+from torchtfx.data.config import metrics
 from torchtfx.data.config.strict import ConfigError, StrictConfig
-from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION
-
-# Metrics that may carry extra value floors/ceilings, per task: the names the run report prints -> TFMA
-# metric classes. A TFMA class name (``Precision``) is accepted too.
-BOUNDED_METRICS = {
-    "auc_precision_recall": "AUCPrecisionRecall",
-    "binary_accuracy": "BinaryAccuracy",
-    "precision": "Precision",
-    "recall": "Recall",
-}
-# Multiclass: a floor (or ceiling) on precision or recall holds for every class (recall[class_id=k]).
-MULTICLASS_BOUNDED_METRICS = {"precision": "Precision", "recall": "Recall"}
-# Regression: error metrics, lower is better: they take ceilings only.
-REGRESSION_BOUNDED_METRICS = {
-    "mean_absolute_error": "MeanAbsoluteError",
-    "root_mean_squared_error": "RootMeanSquaredError",
-}
-BOUNDED_BY_TASK = {
-    BINARY: BOUNDED_METRICS,
-    MULTICLASS: MULTICLASS_BOUNDED_METRICS,
-    REGRESSION: REGRESSION_BOUNDED_METRICS,
-}
-# These have gates of their own; a floor in value_floors would be a second, conflicting one.
-_OWN_GATES = {
-    "auc": "auc_floor (binary) or macro_auc_floor (multiclass)",
-    "calibration": "calibration_band",
-    "sparse_categorical_accuracy": "accuracy_floor",
-    "accuracy": "accuracy_floor (multiclass; binary_accuracy in value_floors for a binary task)",
-    "mean_squared_error": "mse_ceiling",
-    "squared_pearson_correlation": "squared_correlation_floor",
-}
-# Which gate fields belong to which task (the fields not listed apply to every task).
-TASK_GATES = {
-    BINARY: ("auc_floor", "max_auc_drop", "calibration_band", "slice_max_auc_drop"),
-    MULTICLASS: ("accuracy_floor", "macro_auc_floor", "max_accuracy_drop"),
-    REGRESSION: ("mse_ceiling", "squared_correlation_floor", "max_mse_increase"),
-}
+from torchtfx.data.config.task import REGRESSION, TASKS
 
 
 class GateConfigError(ConfigError):
     """The gates section of a config is malformed."""
 
 
-_ALL_BOUNDED = {**BOUNDED_METRICS, **MULTICLASS_BOUNDED_METRICS, **REGRESSION_BOUNDED_METRICS}
+def _bounded_by_task() -> dict[str, dict[str, str]]:
+    """Per task, the metrics value_floors / value_ceilings may name: metric key -> TFMA class, by key."""
+    return {
+        task: {m.key: m.tfma_class for m in sorted(metrics.EVALUATED[task].bounded, key=lambda m: m.key)}
+        for task in TASKS
+    }
+
+
+def _own_gates() -> dict[str, str]:
+    """Metric key -> the value gate fields of its own (a floor in value_floors would be a second, conflicting one)."""
+    fields: dict[str, list[metrics.Gate]] = {}
+    for gate in metrics.GATES:
+        if gate.kind in metrics.VALUE_KINDS:
+            fields.setdefault(gate.metric.key, []).append(gate)
+    own = {
+        key: gates[0].field if len(gates) == 1 else " or ".join(f"{g.field} ({g.task})" for g in gates)
+        for key, gates in fields.items()
+    }
+    # The trainer's name for multiclass accuracy, which a binary task calls binary_accuracy.
+    own["accuracy"] = "accuracy_floor (multiclass; binary_accuracy in value_floors for a binary task)"
+    return own
+
+
+_BOUNDED_BY_TASK = _bounded_by_task()
+_OWN_GATES = _own_gates()
+_ALL_BOUNDED = {key: tfma_class for bounded in _BOUNDED_BY_TASK.values() for key, tfma_class in bounded.items()}
 _REPORT_NAME = {tfma_class: name for name, tfma_class in _ALL_BOUNDED.items()}
-_CEILING_ONLY = set(REGRESSION_BOUNDED_METRICS.values())
+_CEILING_ONLY = {m.tfma_class for m in metrics.METRICS if m.lower_is_better}
 
 
 def _metric_class(name: str) -> str:
@@ -76,7 +65,7 @@ class GateConfig(StrictConfig):
     max_auc_drop: float = pydantic.Field(0.01, ge=0.0)  # change: overall AUC may fall this far below the champion's
     calibration_band: tuple[float, float] = (0.75, 1.25)  # value: mean prediction / mean label
     # value, overall: {"binary_accuracy": 0.8}, keyed by TFMA metric class once parsed; the names a task takes
-    # are BOUNDED_BY_TASK's (multiclass: precision and recall, for every class; regression: ceilings only)
+    # are metrics.EVALUATED's "bounded" (multiclass: precision and recall, for every class; regression: ceilings only)
     value_floors: dict[str, float] = {}
     value_ceilings: dict[str, float] = {}
     # change, per slice: {"payment_type": 0.05} (every value) or {"payment_type=Cash": 0.05}
@@ -119,15 +108,15 @@ class GateConfig(StrictConfig):
         """Gates set for another task than ``task`` (compared with their defaults, so that a JSON round trip
         passes), floors or ceilings on metrics the task does not compute, and floors on error metrics. Each
         message names the field and what to set instead."""
-        own = ", ".join(TASK_GATES[task])
+        own = ", ".join(metrics.TASK_GATES[task])
         problems = [
             f"gates.{name} applies to {other} tasks only; for a {task} task use {own}"
-            for other, names in TASK_GATES.items()
+            for other, names in metrics.TASK_GATES.items()
             if other != task
             for name in names
             if getattr(self, name) != self.default_of(name)
         ]
-        bounded = BOUNDED_BY_TASK[task]
+        bounded = _BOUNDED_BY_TASK[task]
         takes = ", ".join(bounded)
         for field in ("value_floors", "value_ceilings"):
             stray = sorted(_REPORT_NAME[m] for m in getattr(self, field) if m not in bounded.values())
@@ -140,8 +129,3 @@ class GateConfig(StrictConfig):
                 "so it takes a ceiling (value_ceilings), not a floor"
             )
         return problems
-
-    def with_overrides(self, **overrides: Any) -> GateConfig:
-        """The gates with the command line's overrides (``None``: not given, keep the config's value)."""
-        given = {k: v for k, v in overrides.items() if v is not None}
-        return self.replace(**given) if given else self

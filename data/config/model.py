@@ -49,9 +49,3 @@ class ModelConfig(StrictConfig):
                 f"model factory {factory!r} names no function; write 'path/to/file.py:build' or 'package.module:build'"
             )
         return factory
-
-    def with_overrides(self, factory: str | None, hparams: dict[str, Any]) -> ModelConfig:
-        """``--model`` replaces the factory (and drops the YAML's hparams, which were for another model);
-        ``--model-hparam`` keys override single hyperparameters."""
-        base = self if factory is None or factory == self.factory else ModelConfig(factory=factory)
-        return base.replace(hparams={**base.hparams, **hparams}) if hparams else base

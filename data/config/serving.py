@@ -8,7 +8,7 @@ every figure stays within its limit; otherwise the FP32 model is served and the 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 import pydantic
 
@@ -17,14 +17,14 @@ from torchtfx.data.config.strict import ConfigError, StrictConfig
 PRECISIONS = ("fp32", "fp16")
 
 
-class ServingConfigError(ConfigError):
-    """The serving section is malformed."""
+class ServingPrecisionError(ConfigError):
+    """The dataset YAML's serving: section (precision, drift limits) is malformed: a config-file error."""
 
 
 class DriftLimits(StrictConfig):
     """How far the reduced-precision variant may drift from FP32 on the eval split."""
 
-    config_error = ServingConfigError
+    config_error = ServingPrecisionError
 
     # classification: max |p_fp16 - p_fp32| over every probability. Regression is judged on the relative error
     # only: an absolute limit in the target's units would mean nothing across datasets.
@@ -44,15 +44,7 @@ class DriftLimits(StrictConfig):
 
 
 class ServingConfig(StrictConfig):
-    config_error = ServingConfigError
+    config_error = ServingPrecisionError
 
     precision: Literal["fp32", "fp16"] = "fp32"  # fp32: the safe default; fp16 only behind the drift gate
     drift_limits: DriftLimits = DriftLimits()
-
-    def with_overrides(self, precision: str | None = None, **limits: Any) -> ServingConfig:
-        """``--serving-precision`` (``None``: keep the config's)."""
-        given = {k: v for k, v in limits.items() if v is not None}
-        changes: dict[str, Any] = {"precision": precision} if precision else {}
-        if given:
-            changes["drift_limits"] = self.drift_limits.replace(**given)
-        return self.replace(**changes) if changes else self

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pydantic
 import yaml
-from pydantic_core import PydanticCustomError
+from pydantic_core import ErrorDetails, PydanticCustomError
+from typing_extensions import Self
 
 # Values (scalars, lists, mappings) a YAML file may hold once its aliases are expanded: a dataset YAML holds
 # a few hundred; a "billion laughs" file of 9 aliases x 9 levels holds 9**9.
@@ -42,7 +43,7 @@ def _key_path(loc: tuple[Any, ...]) -> str:
     return ".".join(parts)
 
 
-def _message(error: dict[str, Any]) -> str:
+def _message(error: ErrorDetails) -> str:
     loc = tuple(error["loc"])
     if error["type"] == "unknown_keys":
         ctx = error["ctx"]
@@ -98,7 +99,7 @@ class StrictConfig(pydantic.BaseModel):
         return data
 
     @classmethod
-    def parse(cls, raw: Any, source: str = "", *, written_by_torchtfx: bool = False) -> StrictConfig:
+    def parse(cls, raw: Any, source: str = "", *, written_by_torchtfx: bool = False) -> Self:
         """Validate ``raw`` (a mapping from a config file; ``written_by_torchtfx``: from a file torchtfx wrote,
         whose fields :func:`set_by_torchtfx` are accepted); errors name ``source`` and the key path."""
         if raw is None:
@@ -111,7 +112,7 @@ class StrictConfig(pydantic.BaseModel):
             raise cls.config_error(describe(err, source)) from None
 
     @classmethod
-    def from_json(cls, text: str, source: str = "") -> StrictConfig:
+    def from_json(cls, text: str, source: str = "") -> Self:
         """From the JSON :meth:`to_json` wrote (TFX execution properties, torchtfx's own files)."""
         return cls.parse(json.loads(text), source, written_by_torchtfx=True)
 
@@ -124,7 +125,7 @@ class StrictConfig(pydantic.BaseModel):
         """Plain, key-sorted JSON: TFX execution properties and the cache keys made from them must be stable."""
         return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
-    def replace(self, **changes: Any) -> StrictConfig:
+    def replace(self, **changes: Any) -> Self:
         """A copy with ``changes``, validated like any other input."""
         # Field values, not model_dump(): a field excluded from the JSON must survive a replace.
         values = {name: getattr(self, name) for name in type(self).model_fields}
@@ -159,6 +160,11 @@ class YamlAliasError(yaml.composer.ComposerError):
     """An alias that refers to the node it is inside, or aliases that expand to too many values."""
 
 
+def _mark(event: yaml.Event) -> yaml.error.Mark | None:
+    """Where ``event`` is in the file (PyYAML's C loader has a Mark class of its own, with the same fields)."""
+    return cast(yaml.error.Mark | None, event.start_mark)
+
+
 class _GuardedLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses recursive aliases and alias expansions beyond ``MAX_YAML_NODES``.
 
@@ -171,18 +177,19 @@ class _GuardedLoader(yaml.SafeLoader):
         self._open_anchors: set[str] = set()  # anchors of the values being composed
         self._expanded: dict[int, int] = {}  # id(node) -> how many values it holds, its aliases expanded
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open_anchors:
                 raise YamlAliasError(None, None, f"alias *{event.anchor} refers to the value it is inside (a "
-                                     "recursive alias has no end); write the value out", event.start_mark)  # fmt: skip
+                                     "recursive alias has no end); write the value out", _mark(event))  # fmt: skip
             return super().compose_node(parent, index)  # the anchor's node, counted where it was defined
         if event.anchor:
             self._open_anchors.add(event.anchor)
         node = super().compose_node(parent, index)
         self._open_anchors.discard(event.anchor)
-        self._count(node)
+        if node is not None:
+            self._count(node)
         return node
 
     def _count(self, node: yaml.Node) -> None:
@@ -210,7 +217,8 @@ def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
     try:
         return _load_guarded(Path(path).read_text())
     except YamlAliasError as err:
-        raise error(f"{path}:{err.problem_mark.line + 1}: {err.problem}") from None
+        line = f":{err.problem_mark.line + 1}" if err.problem_mark is not None else ""
+        raise error(f"{path}{line}: {err.problem}") from None
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = f":{mark.line + 1}" if mark is not None else ""

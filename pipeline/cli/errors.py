@@ -13,8 +13,8 @@ import click
 
 from torchtfx.components.promoter.promotion import PromotionError
 from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError, redact
-from torchtfx.components.shared.serving_config import ServingConfigError
 from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.tf_serving.errors import ServingConfigError
 from torchtfx.data.config.strict import ConfigError
 from torchtfx.data.sources import DataSourceError
 

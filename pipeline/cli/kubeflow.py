@@ -7,8 +7,9 @@ from pathlib import Path
 import click
 
 from torchtfx.components.shared import contracts
-from torchtfx.data.config.serving import PRECISIONS
 from torchtfx.pipeline.cli.errors import USER_ERRORS, reports_errors
+from torchtfx.pipeline.cli.setting_options import given_settings, setting_options
+from torchtfx.pipeline.settings.declared import KUBEFLOW
 
 
 @click.command("compile")
@@ -32,32 +33,22 @@ from torchtfx.pipeline.cli.errors import USER_ERRORS, reports_errors
     show_default=True,
     help="kfp: open-source Kubeflow Pipelines (.yaml + PlatformSpec); vertex: a Vertex AI PipelineJob (.json).",
 )
-@click.option("--model", "model_factory", help="Model factory, as for `torchtfx run --model` [default: pools.yaml's].")
-@click.option("--model-hparam", "model_hparams", multiple=True, metavar="KEY=VALUE", help="Repeatable.")
-@click.option(
-    "--serving-precision",
-    type=click.Choice(PRECISIONS),
-    help="fp16: serve a reduced-precision network if the drift gate passes it [default: pools.yaml's].",
-)
+@setting_options(KUBEFLOW)
 @reports_errors()
-def compile_cmd(
-    config_path: Path,
-    output: Path | None,
-    target: str,
-    model_factory: str | None,
-    model_hparams: tuple[str, ...],
-    serving_precision: str | None,
-) -> None:
-    """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended. A model
-    file is embedded in the spec, so the Trainer step and every PyTorchJob replica load that code."""
+def compile_cmd(config_path: Path, output: Path | None, target: str, **_options: object) -> None:
+    """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended. Each setting is
+    the option's, else pools.yaml's, else the dataset YAML's, else the default (`torchtfx config show --config`
+    lists them with their sources). A model file is embedded in the spec, so the Trainer step and every
+    PyTorchJob replica load that code."""
     from torchtfx.pipeline.kfp.compile import compile_pipeline, compile_vertex_job
-    from torchtfx.pipeline.kfp.config import load_kubeflow_settings, with_model
+    from torchtfx.pipeline.kfp.config import load_kubeflow_settings, resolved_for_kubeflow
 
     try:
-        settings = with_model(load_kubeflow_settings(config_path), model_factory, model_hparams, serving_precision)
+        settings = load_kubeflow_settings(config_path)
+        resolved = resolved_for_kubeflow(settings, given_settings(click.get_current_context(), KUBEFLOW))
         suffix = ".yaml" if target == "kfp" else ".json"
-        output = output or Path("kubeflow/build") / f"{contracts.pipeline_name(Path(settings.dataset).stem)}{suffix}"
-        (compile_pipeline if target == "kfp" else compile_vertex_job)(settings, output)
+        output = output or Path("kubeflow/build") / f"{contracts.pipeline_name(resolved.dataset.name)}{suffix}"
+        (compile_pipeline if target == "kfp" else compile_vertex_job)(settings, output, resolved)
     except USER_ERRORS as err:
         raise click.ClickException(str(err)) from err
     click.echo(f"Compiled pipeline spec: {output}")

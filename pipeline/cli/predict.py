@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from torchtfx.pipeline.cli.errors import reports_errors
 from torchtfx.pipeline.cli.options import direct_runner_options
+from torchtfx.pipeline.cli.setting_options import declared_option
 
 FORMATS = ("csv", "parquet")  # pipeline/predict/writer.py's, here without importing Beam
 
@@ -32,14 +31,13 @@ FORMATS = ("csv", "parquet")  # pipeline/predict/writer.py's, here without impor
     type=click.Choice(FORMATS),
     help="Format of a folder --out [default: csv; a file --out: its suffix].",
 )
-@click.option(
-    "--dataset",
-    default="taxi",
-    show_default=True,
+@declared_option(
+    "dataset",
+    "dataset",
     help="The dataset the model was trained on (name or YAML): its schema and missing values read the CSV.",
 )
-@click.option("--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True)
-@click.option("--serving-dir", type=click.Path(path_type=Path), help="[default: <root>/serving/<dataset>]")
+@declared_option("pipeline_root", "pipeline_root")
+@declared_option("serving_dir", "serving_dir")
 @click.option("--alias", default="champion", show_default=True, help="The registry alias of the model to score with.")
 @click.option(
     "--version",

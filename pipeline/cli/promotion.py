@@ -7,14 +7,11 @@ from pathlib import Path
 import click
 
 from torchtfx.pipeline.cli.errors import reports_errors
+from torchtfx.pipeline.cli.setting_options import declared_option
 
-_root_option = click.option(
-    "--pipeline-root", type=click.Path(path_type=Path), default=Path("runs/local"), show_default=True
-)
-_dataset_option = click.option("--dataset", default="taxi", show_default=True, help="Dataset the model serves.")
-_serving_option = click.option(
-    "--serving-dir", type=click.Path(path_type=Path), help="[default: <root>/serving/<dataset>]"
-)
+_root_option = declared_option("pipeline_root", "pipeline_root")
+_dataset_option = declared_option("dataset", "dataset", help="Dataset the model serves.")
+_serving_option = declared_option("serving_dir", "serving_dir")
 
 
 def local_settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, serving_address: str | None = None):
@@ -53,7 +50,7 @@ def serving_target(settings):
 )
 @click.option("--version", "registry_version", type=int, help="Make this registry version the champion.")
 @click.option("--reason", default="", help="Why (required with --version; recorded in the registry).")
-@click.option("--serving-address", metavar="HOST:PORT", help="TF Serving's gRPC address, to confirm loads.")
+@declared_option("serving_address", "serving_address", metavar="HOST:PORT")
 @reports_errors()
 def promote(dataset, pipeline_root, serving_dir, rollback, finish, registry_version, reason, serving_address):
     """Roll back to the previous champion, promote a registered version by hand, or finish a label move."""

@@ -12,12 +12,15 @@ from typing import Any
 import yaml
 
 from torchtfx.components.shared import contracts
-from torchtfx.data.config.dataset import DatasetConfig, load_dataset_config
+from torchtfx.components.torch_trainer.hparams import CPU_WORKERS, TrainerHParams
+from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.beam_args import with_dependency
-from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources
+from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
-from torchtfx.pipeline.model_choice import choose_model
+from torchtfx.pipeline.model_choice import checked_hparams
+from torchtfx.pipeline.settings.bound import PipelineSettings
+from torchtfx.pipeline.settings.resolve import ResolvedSettings
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +35,9 @@ ENTRYPOINT_COMMAND = ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"]
 NEVER_CACHED = (contracts.EXAMPLE_GEN_ID, contracts.CHAMPION_ID, contracts.PROMOTER_ID)
 
 
-def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
+def dataset_in_image(settings: KubeflowSettings, dataset: DatasetConfig) -> DatasetConfig:
     """The dataset config with its schema path as the image sees it: the image holds the shipped schemas under
     ``<project_root>/schema/`` (kubeflow/Dockerfile), wherever the compiling torchtfx is installed."""
-    dataset = load_dataset_config(settings.dataset)
     shipped = schemas_dir()
     try:
         relative = dataset.schema_path.resolve().relative_to(shipped.resolve())
@@ -48,29 +50,22 @@ def dataset_in_image(settings: KubeflowSettings) -> DatasetConfig:
     return dataset.replace(schema_path=Path(in_image))
 
 
-def trainer_hparams(settings: KubeflowSettings, dataset: DatasetConfig | None = None):
-    """One DDP worker per GPU of a node (or the configured CPU workers on a CPU-only node), and the model
-    (with a file factory's source embedded, so that the Trainer step and every replica can load it)."""
-    hparams = choose_model(dataset or load_dataset_config(settings.dataset), settings.trainer.hparams)
+def trainer_hparams(settings: KubeflowSettings, resolved: ResolvedSettings) -> TrainerHParams:
+    """The resolved hyperparameters with the model checked (a file factory's source embedded, so that the Trainer
+    step and every replica can load it), and one DDP worker per GPU of a node (or the configured CPU workers on a
+    CPU-only node)."""
+    hparams = checked_hparams(resolved.dataset, resolved.hparams)
     gpus = settings.trainer.gpus_per_node
     workers = gpus if gpus > 0 else hparams.num_workers
     return hparams.replace(num_workers=workers, use_gpu=gpus > 0)
 
 
-def _workers_per_node(settings: KubeflowSettings) -> int:
-    """A PyTorchJob starts a fixed number of workers per node: ``auto`` on CPU nodes is ``CPU_WORKERS``."""
-    from torchtfx.components.torch_trainer.hparams import CPU_WORKERS
-
-    workers = trainer_hparams(settings).num_workers
-    return CPU_WORKERS if workers == "auto" else workers
-
-
-def pytorchjob_json(settings: KubeflowSettings) -> str:
+def pytorchjob_json(settings: KubeflowSettings, hparams: TrainerHParams) -> str:
     """The PyTorchJob settings the Trainer step uses when training spans several nodes ('' = in-pod)."""
     trainer = settings.trainer
     if trainer.num_nodes <= 1:
         return ""
-    from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
+    from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings, SecretEnv
 
     pool = settings.node_pools[trainer.node_pool]
     secret_env = mlflow_secret_env(settings)
@@ -78,7 +73,8 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
         namespace=trainer.namespace,
         image=settings.image,
         num_nodes=trainer.num_nodes,
-        nproc_per_node=_workers_per_node(settings),
+        # A PyTorchJob starts a fixed number of workers per node: ``auto`` on CPU nodes is CPU_WORKERS.
+        nproc_per_node=CPU_WORKERS if hparams.num_workers == "auto" else hparams.num_workers,
         gpus_per_node=trainer.gpus_per_node,
         gpu_resource=trainer.gpu_type,
         # PyTorchJobSettings has one value for a replica's requests and limits: the requests, so that the
@@ -90,13 +86,13 @@ def pytorchjob_json(settings: KubeflowSettings) -> str:
         volumes=settings.volumes,
         image_pull_secrets=settings.image_pull_secrets,
         env_from_secrets=tuple(
-            {"secret": s["secretName"], "key": k["secretKey"], "env": k["envVar"]}
+            SecretEnv(secret=s["secretName"], key=k["secretKey"], env=k["envVar"])
             for s in secret_env
             for k in s["keyToEnv"]
         ),
         elastic_min_nodes=trainer.elastic.min_nodes if trainer.elastic else None,
         elastic_max_nodes=trainer.elastic.max_nodes if trainer.elastic else None,
-        max_restarts=trainer.max_restarts,
+        max_restarts=hparams.max_restarts,
         backoff_limit=trainer.backoff_limit,
         timeout_seconds=trainer.timeout_minutes * 60,
     )
@@ -127,29 +123,27 @@ def resource_spec(resources: Resources):
     return spec
 
 
-def build_pipeline(settings: KubeflowSettings):
-    """``create_pipeline`` bound to the cluster's values, with each step's resources attached."""
+def build_pipeline(settings: KubeflowSettings, resolved: ResolvedSettings | None = None):
+    """``create_pipeline`` over the resolved settings (``pools.yaml``'s, when none are given) bound to the
+    cluster's values, with each step's resources attached."""
     from torchtfx.pipeline.pipeline import create_pipeline
 
-    dataset = dataset_in_image(settings)
-    pipeline = create_pipeline(
-        pipeline_name=contracts.pipeline_name(dataset.name),
+    resolved = resolved or resolved_for_kubeflow(settings)
+    hparams = trainer_hparams(settings, resolved)
+    bound = PipelineSettings(
+        dataset=dataset_in_image(settings, resolved.dataset),
+        hparams=hparams,
         pipeline_root=settings.pipeline_root,
         data_root=settings.data_root,
-        dataset=dataset,
         serving_model_dir=settings.serving_dir,
-        hparams=trainer_hparams(settings, dataset),
         mlflow_tracking_uri=settings.mlflow.tracking_uri,
-        mlflow_experiment=contracts.pipeline_name(dataset.name),
-        registered_model_name=contracts.pipeline_name(dataset.name),
-        serving_model_name=dataset.name,
-        gates=dataset.gates,
         code_version=settings.image,
-        serving_address=settings.serving_address or "",
-        beam_pipeline_args=with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}"),
-        pytorchjob_json=pytorchjob_json(settings),
-        mlflow_unreachable=settings.mlflow.unreachable,
+        serving_address=resolved["serving_address"],
+        beam_pipeline_args=tuple(with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}")),
+        pytorchjob_json=pytorchjob_json(settings, hparams),
+        mlflow_unreachable=resolved["mlflow.unreachable"],
     )
+    pipeline = create_pipeline(bound)
     for component in pipeline.components:
         spec = resource_spec(step_resources(settings, component.id))
         if (
@@ -188,13 +182,13 @@ def _runner_config(settings: KubeflowSettings):
     )
 
 
-def compile_pipeline(settings: KubeflowSettings, output: Path) -> Path:
+def compile_pipeline(settings: KubeflowSettings, output: Path, resolved: ResolvedSettings | None = None) -> Path:
     """Write ``output`` (.yaml): the PipelineSpec document, then the PlatformSpec document."""
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
     if output.suffix not in (".yaml", ".yml"):
         raise KubeflowConfigError(f"{output}: use a .yaml name (a .json name makes a Vertex PipelineJob instead)")
-    pipeline = build_pipeline(settings)
+    pipeline = build_pipeline(settings, resolved)
     with tempfile.TemporaryDirectory() as tmp:
         v2.KubeflowV2DagRunner(_runner_config(settings), output_dir=tmp, output_filename="pipeline.yaml").run(pipeline)
         text = (Path(tmp) / "pipeline.yaml").read_text()
@@ -210,7 +204,7 @@ def compile_pipeline(settings: KubeflowSettings, output: Path) -> Path:
     return output
 
 
-def compile_vertex_job(settings: KubeflowSettings, output: Path) -> Path:
+def compile_vertex_job(settings: KubeflowSettings, output: Path, resolved: ResolvedSettings | None = None) -> Path:
     """The optional second target: a Vertex AI PipelineJob (.json). Vertex has no PlatformSpec: node pools,
     tolerations and volumes do not apply (Vertex picks machines from the resources; GCS is mounted at /gcs)."""
     from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
@@ -219,7 +213,7 @@ def compile_vertex_job(settings: KubeflowSettings, output: Path) -> Path:
         raise KubeflowConfigError(
             f"{output}: the Vertex target writes a .json PipelineJob and needs a gs:// pipeline_root"
         )
-    pipeline = build_pipeline(settings)
+    pipeline = build_pipeline(settings, resolved)
     output.parent.mkdir(parents=True, exist_ok=True)
     v2.KubeflowV2DagRunner(_runner_config(settings), output_dir=str(output.parent), output_filename=output.name).run(
         pipeline

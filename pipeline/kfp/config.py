@@ -27,6 +27,9 @@ from torchtfx.pipeline.kfp.values import (
     parse_backend,
     parse_memory_gb,
 )
+from torchtfx.pipeline.settings.declared import KUBEFLOW
+from torchtfx.pipeline.settings.layers import Layer
+from torchtfx.pipeline.settings.resolve import ResolvedSettings, pools_layer, resolve_settings, show_path
 
 # Keys and values that must never reach a compiled spec: credentials belong in Kubernetes secrets.
 _CREDENTIAL = re.compile(r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)", re.I)
@@ -116,7 +119,6 @@ class TrainerDeployment(_CpuMemory):
     # are on multi-user Kubeflow), read at run time from the pod's service account.
     namespace: str | None = None
     elastic: ElasticNodes | None = None
-    max_restarts: pydantic.NonNegativeInt = 3  # torchrun restarts per pod after a worker dies (as locally)
     backoff_limit: pydantic.NonNegativeInt = 3
     timeout_minutes: pydantic.PositiveInt = 240
     hyperparameters: TrainerHParams = TrainerHParams()
@@ -127,9 +129,15 @@ class TrainerDeployment(_CpuMemory):
             cpu=self.cpu, memory=self.memory, cpu_request=self.cpu_request, memory_request=self.memory_request
         )
 
-    @property
-    def hparams(self) -> TrainerHParams:
-        return self.hyperparameters
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _one_home_for_restarts(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_restarts" in data:
+            raise ValueError(
+                "trainer.max_restarts is set under trainer.hyperparameters.max_restarts (one setting, for local and "
+                "Kubeflow runs alike: torchrun's restarts per pod after a worker dies); move it there"
+            )
+        return data
 
 
 class MlflowDeployment(_KubeflowSection):
@@ -187,6 +195,7 @@ class KubeflowSettings(_KubeflowSection):
     image_pull_secrets: tuple[str, ...] = ()
     trainer: TrainerDeployment = TrainerDeployment()
     _source: str = pydantic.PrivateAttr("<dict>")
+    _raw: dict[str, Any] = pydantic.PrivateAttr(default_factory=dict)  # the file as read: which keys it names
 
     _project_root = _location("project_root", filesystem_only=True)
     _serving_dir = _location("serving_dir", filesystem_only=True)
@@ -286,6 +295,11 @@ class KubeflowSettings(_KubeflowSection):
         return self._source
 
     @property
+    def raw(self) -> dict[str, Any]:
+        """The file as read, for which settings it names (pipeline/settings/layers.py)."""
+        return self._raw
+
+    @property
     def mounts_shm(self) -> bool:
         """Whether the backend mounts PlatformSpec emptyDirMounts (a memory-backed /dev/shm)."""
         return parse_backend(self.kfp_backend) >= EMPTY_DIR_BACKEND
@@ -302,6 +316,7 @@ class KubeflowSettings(_KubeflowSection):
 def settings_from_dict(raw: dict[str, Any], where: str = "<dict>") -> KubeflowSettings:
     settings = KubeflowSettings.parse(raw, where)
     settings._source = where
+    settings._raw = raw
     return settings
 
 
@@ -312,22 +327,8 @@ def load_kubeflow_settings(path: Path) -> KubeflowSettings:
     return settings_from_dict(load_yaml(path, KubeflowConfigError), str(path))
 
 
-def with_model(
-    settings: KubeflowSettings,
-    factory: str | None,
-    hparam_pairs: tuple[str, ...],
-    serving_precision: str | None = None,
-) -> KubeflowSettings:
-    """``settings`` with ``--model`` / ``--model-hparam`` applied over the trainer's (or the dataset's) model,
-    and ``--serving-precision`` over the trainer's (or the dataset's) serving precision."""
-    if factory is None and not hparam_pairs and serving_precision is None:
-        return settings
-    from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.pipeline.model_choice import configured_model, configured_serving, parse_model_hparams
-
-    hparams = settings.trainer.hyperparameters
-    dataset = load_dataset_config(settings.dataset)
-    model = configured_model(dataset, hparams).with_overrides(factory, parse_model_hparams(hparam_pairs))
-    serving = configured_serving(dataset, hparams).with_overrides(serving_precision)
-    trainer = settings.trainer.replace(hyperparameters=hparams.replace(model=model, serving=serving))
-    return settings.replace(trainer=trainer)
+def resolved_for_kubeflow(settings: KubeflowSettings, command_line: Layer | None = None) -> ResolvedSettings:
+    """Every setting of a Kubeflow run: ``command_line`` over these ``pools.yaml`` settings over the dataset YAML
+    over the default (pipeline/settings/resolve.py)."""
+    pools = pools_layer(show_path(settings.source), settings.raw, settings)
+    return resolve_settings(KUBEFLOW, command_line, pools)

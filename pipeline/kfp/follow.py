@@ -107,7 +107,7 @@ class RunFollower:
             if type(err).__name__ == "ApiException" and status not in _TRANSIENT:
                 hint = " (set KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH)" if status in (401, 403) else ""
                 raise SubmitError(
-                    f"Kubeflow Pipelines refused to report run {run_id}: {status} {err.reason}{hint}"
+                    f"Kubeflow Pipelines refused to report run {run_id}: {status} {getattr(err, 'reason', None)}{hint}"
                 ) from None
             if type(err).__name__ != "ApiException" and not _is_connection_error(err):
                 raise

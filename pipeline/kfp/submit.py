@@ -145,7 +145,8 @@ def submit(
         if type(err).__name__ != "ApiException":
             raise
         hint = " (set KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH)" if getattr(err, "status", None) in (401, 403) else ""
-        raise SubmitError(f"Kubeflow Pipelines refused the run: {err.status} {err.reason}{hint}") from None
+        status, reason = getattr(err, "status", None), getattr(err, "reason", None)
+        raise SubmitError(f"Kubeflow Pipelines refused the run: {status} {reason}{hint}") from None
     url = f"{host.rstrip('/')}/#/runs/details/{result.run_id}" if host else None
     logger.info("Submitted run %s (%s) to experiment %s", run_name, result.run_id, experiment)
     return Submission(result.run_id, run_name, experiment, url, root)

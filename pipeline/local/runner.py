@@ -18,11 +18,10 @@ from torchtfx.components.shared.mlflow_client import (
     resolve_tracking_uri,
     tracking_uri_or_none,
 )
-from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
-from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, one_of
 from torchtfx.data.resources import source_checkout
 from torchtfx.data.sources import csv_files, default_data_dir
@@ -36,6 +35,9 @@ from torchtfx.pipeline.beam_args import (
     worker_dependency_flag,
 )
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
+from torchtfx.pipeline.settings.bound import PipelineSettings
+from torchtfx.pipeline.settings.declared import DEFAULT_BEAM_WORKERS
+from torchtfx.pipeline.settings.resolve import ResolvedSettings
 
 logger = logging.getLogger(__name__)
 
@@ -54,11 +56,10 @@ class LocalSettings(StrictConfig):
     data_dir: Path | None = None  # None: the dataset's packaged default
     serving_dir: Path | None = None  # None: <pipeline_root>/serving/<dataset>
     hparams: TrainerHParams = TrainerHParams()
-    gates: GateConfig = GateConfig()
     batching: BatchingParams = BatchingParams()
     serving_address: str | None = None  # TF Serving's gRPC host:port, which confirms each load before a label moves
     parity_tolerance: pydantic.PositiveFloat = DEFAULT_PARITY_TOLERANCE
-    beam_workers: pydantic.PositiveInt = 2
+    beam_workers: pydantic.PositiveInt = DEFAULT_BEAM_WORKERS
     beam_mode: str = BEAM_MODE_AUTO  # or "in_memory", "multi_processing"
     enable_cache: bool = True
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # or CONTINUE_IF_UNREACHABLE
@@ -83,17 +84,32 @@ class LocalSettings(StrictConfig):
         return (self.serving_dir or self.root / "serving" / self.dataset.name).resolve()
 
     @property
-    def pipeline_name(self) -> str:
-        return contracts.pipeline_name(self.dataset.name)
-
-    @property
     def registered_model_name(self) -> str:
-        """The MLflow registered model whose ``champion`` alias is production."""
-        return self.pipeline_name
+        """The MLflow registered model whose ``champion`` alias is production (the pipeline's name)."""
+        return contracts.pipeline_name(self.dataset.name)
 
     @property
     def input_dir(self) -> Path:
         return (self.data_dir or default_data_dir(self.dataset)).resolve()
+
+    @classmethod
+    def from_resolved(cls, resolved: ResolvedSettings) -> LocalSettings:
+        """A local run's settings from the resolved ones (pipeline/settings/resolve.py), the model checked."""
+        from torchtfx.pipeline.model_choice import checked_hparams  # imports torch: only for a run
+
+        dataset = resolved.dataset
+        return cls(
+            dataset=dataset,
+            hparams=checked_hparams(dataset, resolved.hparams),
+            pipeline_root=resolved["pipeline_root"],
+            data_dir=resolved["data_dir"],
+            serving_dir=resolved["serving_dir"],
+            serving_address=resolved["serving_address"],
+            beam_workers=resolved["beam.workers"],
+            beam_mode=resolved["beam.mode"],
+            enable_cache=resolved["cache"],
+            mlflow_unreachable=resolved["mlflow.unreachable"],
+        )
 
     def beam_args(self) -> list[str]:
         """The DirectRunner's mode (``auto``: one process for small inputs, worker processes for large ones) and
@@ -122,6 +138,25 @@ def code_version() -> str:
         return "unknown"
 
 
+def _pipeline_settings(settings: LocalSettings) -> PipelineSettings:
+    """The resolved settings bound to this machine: the pipeline root's sqlite stores and folders."""
+    return PipelineSettings(
+        dataset=settings.dataset,
+        hparams=settings.hparams,
+        pipeline_root=str(settings.root / "tfx"),
+        data_root=str(settings.input_dir),
+        serving_model_dir=str(settings.serving_model_dir),
+        mlflow_tracking_uri=settings.mlflow_default_uri,
+        code_version=code_version(),
+        batching=settings.batching,
+        serving_address=settings.serving_address,
+        parity_tolerance=settings.parity_tolerance,
+        beam_pipeline_args=tuple(settings.beam_args()),
+        enable_cache=settings.enable_cache,
+        mlflow_unreachable=settings.mlflow_unreachable,
+    )
+
+
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     """Run the whole pipeline; returns the run's summary and its wall time in seconds."""
     data_dir = settings.input_dir
@@ -137,28 +172,8 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     settings.root.mkdir(parents=True, exist_ok=True)
     (settings.root / "mlflow").mkdir(exist_ok=True)
     connection = metadata.sqlite_metadata_connection_config(str(settings.metadata_path))
-    pipeline = create_pipeline(
-        pipeline_name=settings.pipeline_name,
-        pipeline_root=str(settings.root / "tfx"),
-        data_root=str(data_dir),
-        dataset=settings.dataset,
-        serving_model_dir=str(settings.serving_model_dir),
-        hparams=settings.hparams,
-        mlflow_tracking_uri=settings.mlflow_default_uri,
-        mlflow_experiment=settings.pipeline_name,
-        registered_model_name=settings.registered_model_name,
-        serving_model_name=settings.dataset.name,
-        gates=settings.gates,
-        code_version=code_version(),
-        batching=settings.batching,
-        serving_address=settings.serving_address or "",
-        parity_tolerance=settings.parity_tolerance,
-        beam_pipeline_args=settings.beam_args(),
-        metadata_connection_config=connection,
-        enable_cache=settings.enable_cache,
-        mlflow_unreachable=settings.mlflow_unreachable,
-    )
-    logger.info("Running %s on %s (pipeline root %s)", settings.pipeline_name, data_dir, settings.root)
+    pipeline = create_pipeline(_pipeline_settings(settings), metadata_connection_config=connection)
+    logger.info("Running %s on %s (pipeline root %s)", pipeline.pipeline_info.pipeline_name, data_dir, settings.root)
     started = time.perf_counter()
     LocalDagRunner().run(pipeline)
     wall = time.perf_counter() - started

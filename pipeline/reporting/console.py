@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import click
 
-from torchtfx.components.promoter import gate_results
-from torchtfx.components.shared import contracts
+from torchtfx.components.shared import contracts, evaluation_results
+from torchtfx.data.config.metrics import reported_labels
 from torchtfx.pipeline.reporting.html_report import build_report
-from torchtfx.pipeline.reporting.summary import RunSummary, slice_metrics
+from torchtfx.pipeline.reporting.summary import RunSummary
 
 
 def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
@@ -20,12 +20,12 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     evaluation = summary.output(contracts.EVALUATOR_ID, "evaluation")
     failures = []
     if evaluation is not None:
-        metrics = slice_metrics(evaluation.uri)
-        overall = {k: v for k, v in metrics.get("Overall", {}).items()}
-        shown = ", ".join(f"{k}={overall[k]:.4f}" for k in gate_results.reported(overall))
+        metrics = evaluation_results.candidate_metrics(evaluation.uri)
+        overall = metrics.get(evaluation_results.OVERALL_SLICE, {})
+        shown = ", ".join(f"{k}={overall[k]:.4f}" for k in reported_labels(overall))
         click.echo(f"Evaluation (eval split, overall, candidate): {shown}")
         click.echo(f"  slices evaluated: {len(metrics)}; full results: {evaluation.uri}")
-        failures = gate_results.gate_failures(evaluation.uri)
+        failures = evaluation_results.gate_failures(evaluation.uri)
     parity = "n/a" if summary.parity is None else f"{summary.parity:.3g}"
     click.echo(f"Parity (max |SavedModel - PyTorch| on eval): {parity}")
     workers = summary.ddp_workers
@@ -50,7 +50,7 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
         _pending_note(summary)
         if not failures and summary.blessed is not False:
             return True
-    click.echo(gate_results.summary(failures), err=True)
+    click.echo(evaluation_results.summary(failures), err=True)
     return False
 
 

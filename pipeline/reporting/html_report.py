@@ -7,19 +7,12 @@ import html
 import re
 from pathlib import Path
 
-from torchtfx.components.promoter import gate_results
-from torchtfx.components.shared import contracts
+from torchtfx.components.shared import contracts, evaluation_results
+from torchtfx.components.shared.evaluation_results import BASELINE_MODEL_NAME, OVERALL_SLICE, MetricValues
+from torchtfx.data.config import metrics
 from torchtfx.pipeline.reporting.summary import RunSummary
 
 REPORT_FILE = "report.html"
-_BOUNDED = {"auc", "sparse_categorical_accuracy", "auc(macro)"}  # plotted on [0, 1]
-# The per-slice panels, by the task's headline metric (the first of gate_results.HEADLINE_METRICS present):
-# binary AUC alone (as ever); multiclass accuracy and macro AUC; regression its three error metrics.
-_PANELS = {
-    "auc": ("auc",),
-    "sparse_categorical_accuracy": ("sparse_categorical_accuracy", "auc(macro)"),
-    "mean_squared_error": ("mean_squared_error", "mean_absolute_error", "root_mean_squared_error"),
-}
 _LOSS_LABEL = {"binary": "binary cross-entropy", "multiclass": "cross-entropy", "regression": "regression loss"}
 
 
@@ -36,31 +29,31 @@ def _pyplot():
     return plt
 
 
-def _metrics_table(values: dict) -> tuple[list[str], dict[tuple[str, str], dict[str, float]]]:
+def _metrics_table(values: MetricValues) -> tuple[list[str], dict[tuple[str, str], dict[str, float]]]:
     """(slices, {(slice, metric): {"candidate": v, "champion": v}})."""
     table: dict[tuple[str, str], dict[str, float]] = {}
     slices: list[str] = []
-    shown = set(gate_results.reported(m for _, m, _, _ in values))
+    shown = set(metrics.reported_labels(m for _, m, _, _ in values))
     for (slice_, metric, model, is_diff), value in values.items():
         if is_diff or metric not in shown:
             continue
-        role = "champion" if model == gate_results.BASELINE_MODEL_NAME else "candidate"
+        role = "champion" if model == BASELINE_MODEL_NAME else "candidate"
         table.setdefault((slice_, metric), {})[role] = value
         if slice_ not in slices:
             slices.append(slice_)
-    slices.sort(key=lambda s: (s != "Overall", [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]))
+    slices.sort(key=lambda s: (s != OVERALL_SLICE, [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]))
     return slices, table
 
 
-def _plot_by_slice(slices, table, metrics: tuple[str, ...], path: Path) -> None:
-    """The task's headline metrics (AUC; accuracy and macro AUC; MSE, MAE, RMSE) per slice, one panel each,
-    candidate beside champion."""
+def _plot_by_slice(slices, table, labels: tuple[str, ...], path: Path) -> None:
+    """The task's headline metrics (metrics.EVALUATED: AUC; accuracy and macro AUC; MSE, MAE, RMSE) per slice,
+    one panel each, candidate beside champion."""
     plt = _pyplot()
-    metrics = tuple(m for m in metrics if ("Overall", m) in table)
-    rows = max(len([s for s in slices if (s, m) in table][:30]) for m in metrics)
-    width = 10 if len(metrics) == 1 else 5 * len(metrics)
-    fig, axes = plt.subplots(1, len(metrics), figsize=(width, max(3, 0.3 * rows)), squeeze=False)
-    for ax, metric in zip(axes[0], metrics, strict=True):
+    labels = tuple(m for m in labels if (OVERALL_SLICE, m) in table)
+    rows = max(len([s for s in slices if (s, m) in table][:30]) for m in labels)
+    width = 10 if len(labels) == 1 else 5 * len(labels)
+    fig, axes = plt.subplots(1, len(labels), figsize=(width, max(3, 0.3 * rows)), squeeze=False)
+    for ax, metric in zip(axes[0], labels, strict=True):
         shown = [s for s in slices if (s, metric) in table][:30]
         ys = range(len(shown))
         cells = [table[(s, metric)] for s in shown]
@@ -70,7 +63,7 @@ def _plot_by_slice(slices, table, metrics: tuple[str, ...], path: Path) -> None:
         ax.set_yticks(list(ys), shown)
         ax.invert_yaxis()
         ax.set(xlabel=metric, title=f"{metric} per slice")
-        if metric in _BOUNDED:
+        if metrics.in_unit_interval(metric):
             ax.set_xlim(0, 1)
         ax.legend()
     fig.tight_layout()
@@ -99,13 +92,13 @@ def _plot_calibration(evaluation_uri: str, path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(5, 5))
     drawn = False
     for plots in tfma.load_plots(evaluation_uri):
-        if gate_results.slice_name(plots.slice_key) != "Overall":
+        if evaluation_results.slice_name(plots.slice_key) != OVERALL_SLICE:
             continue
         for kv in plots.plot_keys_and_values:
             pred, label = _reliability_bins(kv.value.calibration_histogram_buckets.buckets)
             if not pred:
                 continue
-            name = "champion" if kv.key.model_name == gate_results.BASELINE_MODEL_NAME else "candidate"
+            name = "champion" if kv.key.model_name == BASELINE_MODEL_NAME else "candidate"
             ax.plot(pred, label, marker="o", markersize=3, label=name)
             drawn = True
     if drawn:  # binary only: multiclass and regression evaluations have no calibration histogram
@@ -153,16 +146,24 @@ def _cell(cell: dict[str, float] | None, lower_is_better: bool = False) -> str:
 
 def _table_html(slices, table) -> str:
     """One row per slice; each cell is the candidate's value and its change vs the champion."""
-    metrics = gate_results.reported(m for _, m in table)
-    head = "<tr><th>slice</th>" + "".join(f"<th>{m}</th>" for m in metrics) + "</tr>"
+    labels = metrics.reported_labels(m for _, m in table)
+    head = "<tr><th>slice</th>" + "".join(f"<th>{m}</th>" for m in labels) + "</tr>"
 
     def row(slice_: str) -> str:
-        cells = "".join(_cell(table.get((slice_, m)), m in gate_results.LOWER_IS_BETTER) for m in metrics)
+        cells = "".join(_cell(table.get((slice_, m)), metrics.lower_is_better(m)) for m in labels)
         return f"<tr><td>{html.escape(slice_)}</td>{cells}</tr>"
 
     rows = [row(slice_) for slice_ in slices]
     note = "<p><small>candidate value (change vs champion)</small></p>"
     return f"{note}<table>{head}{''.join(rows)}</table>"
+
+
+def _headline(table: dict[tuple[str, str], dict[str, float]]) -> tuple[str, ...] | None:
+    """The evaluated task's headline labels: the first task whose first headline label the overall slice has."""
+    for evaluated in metrics.EVALUATED.values():
+        if (OVERALL_SLICE, evaluated.headline[0]) in table:
+            return evaluated.headline
+    return None
 
 
 def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) -> Path:
@@ -172,18 +173,17 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
     sections = [f"<h1>torchtfx run {html.escape(summary.run_id)}</h1>", _outcome_html(summary)]
     evaluation = summary.output(contracts.EVALUATOR_ID, "evaluation")
     if evaluation is not None:
-        values = gate_results.metric_values(evaluation.uri)
-        slices, table = _metrics_table(values)
-        headline = next((m for m in gate_results.HEADLINE_METRICS if ("Overall", m) in table), None)
+        slices, table = _metrics_table(evaluation_results.metric_values(evaluation.uri))
+        headline = _headline(table)
         if headline:
             # The file keeps its name for every task: links to it outlive a change of task.
-            _plot_by_slice(slices, table, _PANELS[headline], out / "auc_by_slice.png")
+            _plot_by_slice(slices, table, headline, out / "auc_by_slice.png")
             sections.append('<h2>Candidate vs champion</h2><img src="auc_by_slice.png">')
         sections.append(_table_html(slices, table))
         if _plot_calibration(evaluation.uri, out / "calibration.png"):
             sections.append('<h2>Calibration</h2><img src="calibration.png">')
-        failures = gate_results.gate_failures(evaluation.uri)
-        sections.append(f"<h2>Gates</h2><pre>{html.escape(gate_results.summary(failures))}</pre>")
+        failures = evaluation_results.gate_failures(evaluation.uri)
+        sections.append(f"<h2>Gates</h2><pre>{html.escape(evaluation_results.summary(failures))}</pre>")
     loss = _LOSS_LABEL.get(summary.task or "", "loss")
     if summary.mlflow_run_id and _plot_losses(tracking_uri, summary.mlflow_run_id, out / "loss_curves.png", loss):
         sections.append(f'<h2>Training</h2><p>MLflow run {summary.mlflow_run_id}</p><img src="loss_curves.png">')

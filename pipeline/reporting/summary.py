@@ -1,4 +1,5 @@
-"""What a finished local run produced, read back from ML Metadata: stage times, metrics, paths."""
+"""What a finished local run produced, read back from ML Metadata: stage times, output artifacts and their
+properties (the metrics themselves: components/shared/evaluation_results.py)."""
 
 from __future__ import annotations
 
@@ -141,15 +142,3 @@ def latest_run(connection_config: metadata_store_pb2.ConnectionConfig) -> RunSum
     ]
     artifacts = {names.get(e.id, e.type): outputs.get(e.id, {}) for e in executions}
     return RunSummary(run_id=run.name, stages=stages, artifacts=artifacts)
-
-
-def slice_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
-    """The candidate's TFMA metrics per slice ("Overall", "payment_type=Cash", ...)."""
-    from torchtfx.components.promoter.gate_results import metric_values
-
-    result: dict[str, dict[str, float]] = {}
-    for (slice_, metric, model, is_diff), value in metric_values(evaluation_uri).items():
-        # the candidate's own values: not the champion's ("baseline"), not their differences
-        if not is_diff and model in ("", "candidate"):
-            result.setdefault(slice_, {})[metric] = value
-    return result

@@ -13,8 +13,8 @@ import pytest
 from tests import helpers
 from tests.fakes.kfp_launcher import Launcher, StepFailedError, load_documents, venv_bin
 from tests.paths import PROJECT_ROOT
-from torchtfx.components.shared import serving_config
-from torchtfx.components.shared.serving_config import ServedState
+from torchtfx.components.tf_serving import model_config
+from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import settings_from_dict
 from torchtfx.pipeline.kfp.pipeline_root import DEFAULT_MULTI_USER_ROOT
@@ -144,7 +144,7 @@ def test_every_step_of_the_compiled_spec_runs_and_the_model_is_pushed(emulated):
     serving = root / "shared" / "serving"
     assert (serving / "1" / "saved_model.pb").is_file()
     # No serving_address in the config: version 1 is staged, and the labels wait for `promote --finish`.
-    assert serving_config.read_state(serving) == ServedState(frozenset({1}), {})
+    assert model_config.read_state(serving) == ServedState(frozenset({1}), {})
     pushed = results["Promoter"].outputs["pushed_model"]["metadata"]
     assert pushed["labels_pending"] == 1
     assert pushed["pushed"] == 1 and pushed["pushed_destination"] == str(serving / "1")

@@ -16,8 +16,8 @@ import pytest
 
 from tests import helpers
 from tests.fakes.model_server import FakeModelServer, State
-from torchtfx.components.shared import serving_config
-from torchtfx.components.shared.serving_config import ServedState
+from torchtfx.components.tf_serving import model_config
+from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.data.synthetic_loans import write_csv
 
 pytestmark = pytest.mark.e2e
@@ -105,7 +105,7 @@ def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     replayed = replay_warmup(root / "serving" / "1")
     assert [r.outputs["probabilities"].shape for r in replayed] == [(n,) for n in WARMUP_BATCH_SIZES]
     assert f"pushed model: {root / 'serving' / '1'}" in proc.stdout
-    assert serving_config.read_state(root / "serving") == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
+    assert model_config.read_state(root / "serving") == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
     assert registry(root).serving_version("champion") == 1
     assert "auc=" in proc.stdout and "MLflow run:" in proc.stdout
     report = Path(proc.stdout.split("Report: ")[1].split()[0])
@@ -341,7 +341,7 @@ def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_
     reg = registry(root)
     assert reg.alias_version("previous").version == former
     assert reg.serving_version("champion") == 2
-    assert serving_config.read_state(root / "serving") == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
+    assert model_config.read_state(root / "serving") == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
 
 
 def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run, model_server):
@@ -351,7 +351,7 @@ def test_rollback_restores_the_former_champion_and_is_idempotent(taxi_run, model
     first = torchtfx("--rollback", *args, command="promote")
     assert first.returncode == 0 and "rolled back" in first.stdout, first.stderr[-2000:]
     assert registry(root).serving_version("champion") == 1
-    assert serving_config.read_stable_version(root / "serving") == 1
+    assert model_config.read_stable_version(root / "serving") == 1
     state = helpers.tree_digest(root / "serving")
     second = torchtfx("--rollback", *args, command="promote")
     assert second.returncode == 0 and "nothing to roll back" in second.stdout

@@ -14,9 +14,9 @@ import pytest
 
 from tests import helpers
 from tests.e2e.test_pipeline import torchtfx
+from torchtfx.components.shared.evaluation_results import candidate_metrics
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.sources import packaged_csv
-from torchtfx.pipeline.reporting.summary import slice_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -56,7 +56,7 @@ def test_text_run_is_blessed_and_promoted_with_parity_on_every_row(text_run):
 def test_the_evaluation_is_sliced_by_token_count(text_run):
     root, _ = text_run
     evaluation = helpers.metadata(root / "pipeline").output("Evaluator", "evaluation")
-    slices = set(slice_metrics(evaluation.uri))
+    slices = set(candidate_metrics(evaluation.uri))
     assert any(s.startswith("text_length_bucket=") for s in slices), slices
     assert "source=imdb" in slices, slices
 

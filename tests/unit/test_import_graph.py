@@ -137,3 +137,16 @@ def test_the_converter_imports_no_pipeline_framework():
             )
             found += [(path.name, n) for n in names if n.split(".")[0] in CONVERTER_MAY_NOT_IMPORT]
     assert found == []
+
+
+TF_SERVING = "torchtfx.components.tf_serving"
+# The TF Serving library serves what the Promoter decided (DEVELOPMENT.md): it never imports its callers.
+TF_SERVING_MAY_NOT_IMPORT = ("torchtfx.pipeline", "torchtfx.components.promoter")
+
+
+def test_the_tf_serving_library_imports_neither_the_pipeline_nor_the_promoter():
+    graph = _graph()
+    members = [m for m in graph if m == TF_SERVING or m.startswith(TF_SERVING + ".")]
+    assert len(members) > 5
+    upward = [(m, t) for m in members for t in graph[m] if t.startswith(TF_SERVING_MAY_NOT_IMPORT)]
+    assert upward == []

@@ -25,9 +25,10 @@ from tests.fakes.model_server import FakeModelServer
 from tests.paths import PROJECT_ROOT
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
-from torchtfx.components.shared import contracts, serving_config, serving_layout
+from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registry
-from torchtfx.components.shared.serving_config import ServedState
+from torchtfx.components.tf_serving import layout, model_config
+from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
 from torchtfx.components.torch_trainer.worker.checkpoint import save_atomic
@@ -69,11 +70,11 @@ def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
     finally:
         server.stop()
     assert [p.exitcode for p in procs] == [0, 0]
-    assert serving_layout.versions(target.serving_dir) == [1, 2]  # unique, increasing
+    assert layout.versions(target.serving_dir) == [1, 2]  # unique, increasing
     champion, previous = target.registry.alias_version(CHAMPION), target.registry.alias_version(PREVIOUS)
     assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
     assert champion.version != previous.version
-    assert serving_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
+    assert model_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
     assert promotion.pending_label_move(target) is None
     assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
 
@@ -95,14 +96,14 @@ def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeyp
             raise OSError(errno.ENOSPC, "No space left on device", dst)
         return shutil.copy2(src, dst)
 
-    class FullDisk:  # serving_layout's view of shutil: copytree fails on the second file
+    class FullDisk:  # layout's view of shutil: copytree fails on the second file
         def __getattr__(self, name):
             return getattr(shutil, name)
 
         def copytree(self, src, dst):
             return real_copytree(src, dst, copy_function=copy_until_full)
 
-    monkeypatch.setattr(serving_layout, "shutil", FullDisk())
+    monkeypatch.setattr(layout, "shutil", FullDisk())
     second = promotion.Candidate(_saved_model(tmp_path / "m2", 2.0), None,
                                  target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
     with pytest.raises(promotion.PromotionError) as err:
@@ -111,9 +112,9 @@ def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeyp
         f"pushing serving version 2 to {target.serving_dir} failed (No space left on device); nothing was promoted "
         "and the partial copy was removed. Free space (or fix permissions) and rerun."
     )
-    after = {k: v for k, v in _digest(target.serving_dir).items() if k != serving_layout.VERSION_COUNTER}
-    assert after == {k: v for k, v in before.items() if k != serving_layout.VERSION_COUNTER}
-    assert [p.name for p in target.serving_dir.iterdir() if p.name.startswith(serving_layout.TMP_PREFIX)] == []
+    after = {k: v for k, v in _digest(target.serving_dir).items() if k != layout.VERSION_COUNTER}
+    assert after == {k: v for k, v in before.items() if k != layout.VERSION_COUNTER}
+    assert [p.name for p in target.serving_dir.iterdir() if p.name.startswith(layout.TMP_PREFIX)] == []
     assert target.registry.serving_version(CHAMPION) == 1
     monkeypatch.undo()
     assert promotion.promote(second, target) == 3  # the failed number is never reused

@@ -7,7 +7,8 @@ import pytest
 
 from tests.paths import PROJECT_ROOT
 from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
-from torchtfx.data.config.gates import TASK_GATES, GateConfig, GateConfigError
+from torchtfx.data.config.gates import GateConfig, GateConfigError
+from torchtfx.data.config.metrics import TASK_GATES
 
 
 def test_metric_floors_and_ceilings_are_accepted_and_keyed_by_tfma_class():
@@ -45,15 +46,6 @@ def test_metric_floors_and_ceilings_are_accepted_and_keyed_by_tfma_class():
 def test_bad_gates_are_refused_by_name(bounds, message):
     with pytest.raises(GateConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         GateConfig(**bounds)
-
-
-def test_overrides_replace_only_what_was_given():
-    gates = GateConfig(auc_floor=0.8, value_floors={"precision": 0.5})
-    assert gates.with_overrides(auc_floor=None, max_auc_drop=None) == gates
-    changed = gates.with_overrides(auc_floor=0.9, max_auc_drop=None)
-    assert (changed.auc_floor, changed.max_auc_drop, changed.value_floors) == (0.9, 0.01, {"Precision": 0.5})
-    with pytest.raises(GateConfigError, match="auc_floor"):
-        gates.with_overrides(auc_floor=3.0)
 
 
 @pytest.mark.parametrize(

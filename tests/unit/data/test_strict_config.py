@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.paths import PROJECT_ROOT
-from torchtfx.components.shared.serving_layout import BatchingConfigError, BatchingParams
+from torchtfx.components.tf_serving.batching import BatchingConfigError, BatchingParams
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
 from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig, DatasetConfigError, load_dataset_config

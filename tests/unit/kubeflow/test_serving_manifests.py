@@ -17,9 +17,9 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, te
 from tensorflow_serving.config import model_server_config_pb2
 
 from tests.paths import PROJECT_ROOT
-from torchtfx.components.shared import serving_config
-from torchtfx.components.shared.serving_config import ServedState
-from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.tf_serving import batching, model_config
+from torchtfx.components.tf_serving.batching import BatchingParams
+from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 
@@ -105,7 +105,7 @@ MONITORING = _message_class("tensorflow_serving/config/monitoring_config.proto",
     "MonitoringConfig": [("prometheus_config", 1, ".tensorflow.serving.PrometheusConfig", False)],
 })["MonitoringConfig"]  # fmt: skip
 # BatchingParameters of tensorflow_serving/servables/tensorflow/session_bundle_config.proto at tag 2.16.1 (all
-# of its fields, independently of serving_config.batching_message_class).
+# of its fields, independently of batching.batching_message_class).
 _INT64, _STRING, _BOOL = ".google.protobuf.Int64Value", ".google.protobuf.StringValue", ".google.protobuf.BoolValue"
 BATCHING = _message_class("tensorflow_serving/servables/tensorflow/session_bundle_config.proto", {
     "BatchingParameters": [
@@ -126,8 +126,8 @@ def _cpu(quantity) -> float:
 # -- what the pipeline writes is what the server reads -----------------------------------------------------
 def test_the_server_reads_models_config_and_batching_file_from_the_promoters_serving_dir():
     serving_dir = SETTINGS.serving_dir
-    assert FLAGS["model_config_file"] == posixpath.join(serving_dir, serving_config.MODELS_CONFIG)
-    assert FLAGS["batching_parameters_file"] == posixpath.join(serving_dir, serving_config.BATCHING_CONFIG)
+    assert FLAGS["model_config_file"] == posixpath.join(serving_dir, model_config.MODELS_CONFIG)
+    assert FLAGS["batching_parameters_file"] == posixpath.join(serving_dir, batching.BATCHING_CONFIG)
     assert FLAGS["enable_batching"] == "true"
     # The file is polled, so a promotion or rollback written without a server address still reaches the server.
     assert int(FLAGS["model_config_file_poll_wait_seconds"]) > 0
@@ -147,8 +147,8 @@ def test_the_serving_volume_is_the_pipelines_claim_at_the_same_path_read_only():
 
 
 def test_the_models_config_the_promoter_writes_names_this_model_under_the_mounted_volume():
-    state = ServedState(frozenset({1, 2}), {serving_config.STABLE: 1, serving_config.CANARY: 2})
-    written = serving_config.to_proto(MODEL_NAME, Path(SETTINGS.serving_dir), state)
+    state = ServedState(frozenset({1, 2}), {model_config.STABLE: 1, model_config.CANARY: 2})
+    written = model_config.to_proto(MODEL_NAME, Path(SETTINGS.serving_dir), state)
     config = model_server_config_pb2.ModelServerConfig()
     text_format.Parse(text_format.MessageToString(written), config)
     (model,) = config.model_config_list.config
@@ -159,15 +159,15 @@ def test_the_models_config_the_promoter_writes_names_this_model_under_the_mounte
 
 def test_the_batching_file_the_promoter_writes_parses_as_tf_servings_batching_parameters(tmp_path):
     params = BatchingParams()
-    serving_config.write_batching(tmp_path, params)
+    batching.write_batching(tmp_path, params)
     message = BATCHING()
-    text_format.Parse((tmp_path / serving_config.BATCHING_CONFIG).read_text(), message)  # strict: unknown fields fail
+    text_format.Parse((tmp_path / batching.BATCHING_CONFIG).read_text(), message)  # strict: unknown fields fail
     assert message.max_batch_size.value == params.max_batch_size
     assert message.batch_timeout_micros.value == params.batch_timeout_micros
     assert message.num_batch_threads.value == params.num_batch_threads
     assert message.max_enqueued_batches.value == params.max_enqueued_batches
     # The project's own message class agrees with the proto's field numbers for every field it writes.
-    ours = serving_config.batching_message_class().DESCRIPTOR
+    ours = batching.batching_message_class().DESCRIPTOR
     for field in ours.fields:
         assert BATCHING.DESCRIPTOR.fields_by_name[field.name].number == field.number
     # Its batch threads fit the CPUs the server gets.

@@ -7,10 +7,12 @@ import pytest
 import tensorflow_model_analysis as tfma
 
 from tests.paths import PROJECT_ROOT
-from torchtfx.components.promoter.gate_results import metric_label
+from torchtfx.components.shared.evaluation_results import metric_label
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.gates import GateConfig
-from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, REPORTED_METRICS, build_eval_config
+from torchtfx.data.config.metrics import EVALUATED
+from torchtfx.data.config.task import BINARY
+from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, build_eval_config
 from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
 
 TFMA_CLASS = {ours: tfma_class for tfma_class, ours in FROM_HISTOGRAM.items()}
@@ -52,7 +54,7 @@ def test_default_gates_are_an_auc_floor_and_drop_and_a_calibration_band(taxi_cfg
     change = auc.threshold.change_threshold
     assert change.absolute.value == -0.01 and change.direction == tfma.MetricDirection.HIGHER_IS_BETTER
     assert _bounds(metrics["Calibration"]) == (0.75, 1.25)
-    assert set(REPORTED_METRICS) <= set(metrics)
+    assert {m.tfma_class for m in EVALUATED[BINARY].reported} <= set(metrics)
     assert not metrics["Precision"].per_slice_thresholds  # reported, not gated
 
 
@@ -233,7 +235,7 @@ def _judged(dataset, gates, frame, tmp_path, monkeypatch):
     from tensorflow_model_analysis.api import model_eval_lib
     from tensorflow_model_analysis.utils import config_util
 
-    from torchtfx.components.promoter import gate_results
+    from torchtfx.components.shared import evaluation_results
     from torchtfx.pipeline.eval_config import build_metrics_specs
 
     monkeypatch.setattr(
@@ -243,12 +245,12 @@ def _judged(dataset, gates, frame, tmp_path, monkeypatch):
     )
     weight = {"example_weight_key": "weight"} if "weight" in frame else {}
     candidate = tfma.ModelSpec(name="candidate", label_key="label", prediction_key="prediction", **weight)
-    champion = tfma.ModelSpec(name=gate_results.BASELINE_MODEL_NAME, label_key="label", prediction_key="champion",
+    champion = tfma.ModelSpec(name=evaluation_results.BASELINE_MODEL_NAME, label_key="label", prediction_key="champion",
                               is_baseline=True, **weight)  # fmt: skip
     config = tfma.EvalConfig(model_specs=[candidate, champion], slicing_specs=[tfma.SlicingSpec()],
                              metrics_specs=build_metrics_specs(dataset, gates))  # fmt: skip
     tfma.analyze_raw_data(frame, config, output_path=str(tmp_path))
-    return gate_results.gate_failures(str(tmp_path))
+    return evaluation_results.gate_failures(str(tmp_path))
 
 
 @pytest.mark.parametrize(("worse", "rejected"), [(1.04, False), (1.10, True)])

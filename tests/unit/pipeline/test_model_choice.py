@@ -1,5 +1,5 @@
-"""Which model and serving precision the Trainer gets: command line > trainer settings > dataset YAML; the
-factory is checked against the dataset's task before anything runs."""
+"""The model the settings chose is checked against the dataset's task before anything runs (which model and
+precision they choose: tests/unit/pipeline/settings/test_resolve.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 from tests.paths import PROJECT_ROOT
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
-from torchtfx.data.config.model import ModelConfigError
-from torchtfx.data.config.serving import ServingConfig, ServingConfigError
-from torchtfx.pipeline.model_choice import choose_model
+from torchtfx.data.config.model import ModelConfig, ModelConfigError
+from torchtfx.data.config.serving import ServingConfig, ServingPrecisionError
+from torchtfx.pipeline.model_choice import checked_hparams
 
 
 def _yaml(tmp_path, base: str, extra: str, replace: tuple[str, str] = ("", "")):
@@ -19,30 +19,21 @@ def _yaml(tmp_path, base: str, extra: str, replace: tuple[str, str] = ("", "")):
     return load_dataset_config(path)
 
 
-def test_serving_precision_command_line_over_trainer_over_dataset_yaml(tmp_path):
-    dataset = _yaml(tmp_path, "taxi", "serving:\n  precision: fp16\n  drift_limits: {max_flip_rate: 0.01}\n")
-    from_yaml = choose_model(dataset, TrainerHParams())
-    assert from_yaml.serving.precision == "fp16" and from_yaml.serving.drift_limits.max_flip_rate == 0.01
-    trainer = TrainerHParams(serving=ServingConfig(precision="fp32", drift_limits={"max_abs_diff": 0.02}))
-    assert choose_model(dataset, trainer).serving.precision == "fp32"  # the trainer section's own choice
-    cli = choose_model(dataset, trainer, serving_precision="fp16").serving
-    assert cli.precision == "fp16" and cli.drift_limits.max_abs_diff == 0.02
-    assert choose_model(load_dataset_config("taxi"), TrainerHParams()).serving == ServingConfig()  # fp32 default
-
-
 def test_a_factory_is_checked_against_the_dataset_s_task(tmp_path):
     model = tmp_path / "binary_only.py"
     model.write_text("import torch\nfrom torch import nn\n\n\nclass One(nn.Module):\n    def __init__(self, spec):\n"
                      "        super().__init__()\n        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
                      "    def forward(self, dense, categorical):\n        return self.lin(dense).squeeze(1)\n\n\n"
                      "def build(spec):\n    return One(spec)\n")  # fmt: skip
-    choose_model(load_dataset_config("taxi"), TrainerHParams(), f"{model}:build")  # fine for binary
+    hparams = TrainerHParams(model=ModelConfig(factory=f"{model}:build"))
+    checked = checked_hparams(load_dataset_config("taxi"), hparams)  # fine for binary
+    assert checked.model.source == model.read_text()
     with pytest.raises(ModelConfigError, match=r"multiclass model must return .*\(3, 3\)"):
-        choose_model(load_dataset_config("taxi_payment"), TrainerHParams(), f"{model}:build")
+        checked_hparams(load_dataset_config("taxi_payment"), hparams)
 
 
 def test_bad_serving_and_task_configs_are_refused_by_name(tmp_path):
-    with pytest.raises(ServingConfigError, match="precision"):
+    with pytest.raises(ServingPrecisionError, match="precision"):
         ServingConfig(precision="int8")
     with pytest.raises(DatasetConfigError, match=r"serving\.drift_limits\.max_flip_rate"):
         _yaml(tmp_path, "taxi", "serving:\n  drift_limits: {max_flip_rate: -1}\n")

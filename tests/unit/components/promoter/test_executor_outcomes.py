@@ -14,7 +14,7 @@ from tests.unit.pipeline.reporting import evaluations
 from torchtfx.components.promoter import constants, executor
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import Registry
-from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.tf_serving.batching import BatchingParams
 
 
 @pytest.fixture()

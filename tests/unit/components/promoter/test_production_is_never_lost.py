@@ -23,11 +23,13 @@ from torchtfx.components.champion import constants as champion_constants
 from torchtfx.components.champion import executor as champion_executor
 from torchtfx.components.champion.resolve import resolve_champion
 from torchtfx.components.promoter import constants, executor, promotion
-from torchtfx.components.shared import contracts, serving_config
+from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
-from torchtfx.components.shared.serving_config import ServedState, ServingConfigError
 from torchtfx.components.shared.serving_identity import ServingBindingError
-from torchtfx.components.shared.serving_layout import BatchingParams
+from torchtfx.components.tf_serving import model_config
+from torchtfx.components.tf_serving.batching import BatchingParams
+from torchtfx.components.tf_serving.errors import ServingConfigError
+from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.pipeline.cli import promotion as promotion_cli
 from torchtfx.pipeline.cli.main import cli
 
@@ -90,7 +92,7 @@ def test_1_promote_finish_with_another_registry_or_root_changes_nothing_and_name
         assert _digest(serving) == before and (serving / "1" / "saved_model.pb").is_file()
     result = CliRunner().invoke(cli, ["promote", "--finish", "--pipeline-root", str(root)])
     assert result.exit_code == 0 and "finished the promotion of version 1" in result.output, result.output
-    assert serving_config.read_state(serving, "taxi") == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
+    assert model_config.read_state(serving, "taxi") == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
 
 
 def test_1_a_journal_naming_a_served_version_removes_nothing(tmp_path, server):
@@ -127,7 +129,7 @@ def test_2_a_laptop_run_with_the_team_registry_is_refused_and_a_folder_must_hold
     with pytest.raises(promotion.PromotionError, match=r"/serving/1 does not hold registry version 1 of "):
         promotion.rollback(production)
     assert production.registry.serving_version(CHAMPION) == 2
-    assert serving_config.read_state(production.serving_dir).labels == {"stable": 2, "canary": 2}
+    assert model_config.read_state(production.serving_dir).labels == {"stable": 2, "canary": 2}
     after = {k: v for k, v in _digest(production.serving_dir).items() if not k.startswith("1/")}
     assert after == served_before
 
@@ -214,14 +216,14 @@ def test_4_an_unloadable_version_never_wedges_the_server_and_rollback_undoes_it(
     """No server address: TF Serving polls models.config (each written file is fed to the double). Version 2
     cannot load. Before: the next promotion moved the labels onto it on trust and TF Serving refused every config
     from then on, while `promote --rollback --serving-address` was refused for exactly that incident."""
-    written = serving_config.write_models_config
+    written = model_config.write_models_config
 
     def write_and_poll(serving_dir, model_name, state):
         written(serving_dir, model_name, state)
-        if (serving_dir / serving_config.MODELS_CONFIG).is_file():
-            server.reload_file(serving_dir / serving_config.MODELS_CONFIG)
+        if (serving_dir / model_config.MODELS_CONFIG).is_file():
+            server.reload_file(serving_dir / model_config.MODELS_CONFIG)
 
-    monkeypatch.setattr(serving_config, "write_models_config", write_and_poll)
+    monkeypatch.setattr(model_config, "write_models_config", write_and_poll)
     polled, confirmed = _target(tmp_path), _target(tmp_path, server.address)
     promotion.promote(_candidate(tmp_path, polled.registry, 1.0), polled)
     _wait_loaded(server, {1})
@@ -238,7 +240,7 @@ def test_4_an_unloadable_version_never_wedges_the_server_and_rollback_undoes_it(
     assert message.startswith("rolled back: undid the promotion of version 2 (TF Serving at ")
     assert "could not load test version 2: " in message
     assert "the champion is registry version 1 again and no label points at version 2" in message
-    assert serving_config.read_state(confirmed.serving_dir) == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
+    assert model_config.read_state(confirmed.serving_dir) == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
     assert confirmed.registry.serving_version(CHAMPION) == 1
     assert confirmed.registry.get_version(2).tags["load_failed"] == "true"
     assert promotion.promote(_candidate(tmp_path, confirmed.registry, 3.0), confirmed) == 3
@@ -250,7 +252,7 @@ def test_4_after_a_rollback_no_label_points_at_the_rolled_back_version_and_it_is
     for value in (1.0, 2.0):
         promotion.promote(_candidate(tmp_path, target.registry, value), target)
     promotion.rollback(target)
-    assert serving_config.read_state(target.serving_dir) == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
+    assert model_config.read_state(target.serving_dir) == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
     assert server.labels == {"test": {"stable": 1, "canary": 1}} and server.states["test"][2][0] == State.END
 
 
@@ -260,8 +262,8 @@ def test_5_hand_edits_to_models_config_survive_and_a_broken_file_stops_every_com
     for value in (1.0, 2.0, 3.0):
         promotion.promote(_candidate(tmp_path, target.registry, value), target)
     _saved_model(tmp_path / "other" / "1", 7.0)
-    path = target.serving_dir / serving_config.MODELS_CONFIG
-    config = serving_config.read_models_config(target.serving_dir)
+    path = target.serving_dir / model_config.MODELS_CONFIG
+    config = model_config.read_models_config(target.serving_dir)
     ours = config.model_config_list.config[0]
     ours.model_version_policy.specific.versions.append(1)  # pinned by hand
     other = config.model_config_list.config.add(name="other", base_path=str(tmp_path / "other"),
@@ -274,10 +276,10 @@ def test_5_hand_edits_to_models_config_survive_and_a_broken_file_stops_every_com
     path.write_text(text_format.MessageToString(config))
     assert server.reload_file(path) == (0, "")
     assert promotion.promote(_candidate(tmp_path, target.registry, 4.0), target) == 4
-    assert serving_config.read_state(target.serving_dir, "test") == ServedState(
+    assert model_config.read_state(target.serving_dir, "test") == ServedState(
         frozenset({1, 3, 4}), {"stable": 4, "canary": 4, "shadow": 1}
     )
-    assert serving_config.read_state(target.serving_dir, "other") == ServedState(frozenset({1}), {})
+    assert model_config.read_state(target.serving_dir, "other") == ServedState(frozenset({1}), {})
     assert _refusals(server) == [] and server.states["other"][1][0] == State.AVAILABLE
     # A file that does not parse: every command stops before any change, and names the fix that works.
     good = path.read_text()
@@ -295,4 +297,4 @@ def test_5_hand_edits_to_models_config_survive_and_a_broken_file_stops_every_com
     assert _registry_versions(target.registry) == registered and _digest(target.serving_dir) == before
     shutil.copy(target.serving_dir / ".models.config.torchtfx", path)  # the advice, followed
     assert "rolled back" in promotion.rollback(target)
-    assert serving_config.read_state(target.serving_dir, "test").labels == {"stable": 3, "canary": 3, "shadow": 1}
+    assert model_config.read_state(target.serving_dir, "test").labels == {"stable": 3, "canary": 3, "shadow": 1}

@@ -15,9 +15,9 @@ import tensorflow as tf
 
 from tests.fakes.model_server import FakeModelServer
 from torchtfx.components.champion.resolve import ChampionError, resolve_champion
-from torchtfx.components.promoter import promotion, serving_transition
-from torchtfx.components.shared import serving_config
+from torchtfx.components.promoter import promotion
 from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, PREVIOUS, Registry
+from torchtfx.components.tf_serving import batching, model_config, transition
 
 
 class SimulatedCrash(BaseException):
@@ -69,8 +69,8 @@ def test_first_promotion_serves_version_1_as_champion(world):
     assert promotion.promote(candidate(1.0), target) == 1
     assert (target.serving_dir / "1" / "saved_model.pb").is_file()
     assert target.registry.serving_version(CHAMPION) == 1 and target.registry.alias_version(PREVIOUS) is None
-    assert serving_config.read_stable_version(target.serving_dir) == 1
-    assert serving_config.read_batching(target.serving_dir).max_batch_size.value == 1024
+    assert model_config.read_stable_version(target.serving_dir) == 1
+    assert batching.read_batching(target.serving_dir).max_batch_size.value == 1024
 
 
 def test_second_promotion_keeps_previous_loaded_and_versions_increase(world):
@@ -78,7 +78,7 @@ def test_second_promotion_keeps_previous_loaded_and_versions_increase(world):
     promotion.promote(candidate(1.0), target)
     assert promotion.promote(candidate(2.0), target) == 2
     assert target.registry.serving_version(CHAMPION) == 2 and target.registry.serving_version(PREVIOUS) == 1
-    state = serving_config.read_state(target.serving_dir)
+    state = model_config.read_state(target.serving_dir)
     assert state.versions == {1, 2} and state.labels == {"stable": 2, "canary": 2}
 
 
@@ -99,7 +99,7 @@ def test_rollback_restores_previous_and_a_second_rollback_changes_nothing(world)
     promotion.promote(candidate(2.0), target)
     assert "rolled back" in promotion.rollback(target)
     assert target.registry.serving_version(CHAMPION) == 1
-    assert serving_config.read_stable_version(target.serving_dir) == 1
+    assert model_config.read_stable_version(target.serving_dir) == 1
     state = _digest(target.serving_dir)
     assert "nothing to roll back" in promotion.rollback(target)
     assert _digest(target.serving_dir) == state and target.registry.serving_version(CHAMPION) == 1
@@ -108,7 +108,7 @@ def test_rollback_restores_previous_and_a_second_rollback_changes_nothing(world)
 def test_crash_after_push_before_aliases_is_undone_by_the_next_promotion(world, monkeypatch):
     target, candidate = world
     promotion.promote(candidate(1.0), target)
-    config_before = (target.serving_dir / serving_config.MODELS_CONFIG).read_text()
+    config_before = (target.serving_dir / model_config.MODELS_CONFIG).read_text()
 
     def crash(*_args, **_kwargs):
         raise SimulatedCrash
@@ -119,14 +119,14 @@ def test_crash_after_push_before_aliases_is_undone_by_the_next_promotion(world, 
             promotion.promote(candidate(2.0), target)
     # The crash left version 2 on disk and staged (loaded, no label), with a journal; the labels still say 1.
     assert (target.serving_dir / "2").is_dir() and (target.serving_dir / promotion.JOURNAL_FILE).is_file()
-    assert serving_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
+    assert model_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
     assert target.registry.serving_version(CHAMPION) == 1
     # The next promotion repairs first (undo 2), then promotes to a fresh, higher version.
     assert promotion.promote(candidate(3.0), target) == 3
     assert not (target.serving_dir / "2").exists()
     assert target.registry.serving_version(CHAMPION) == 3 and target.registry.serving_version(PREVIOUS) == 1
-    assert serving_config.read_state(target.serving_dir).versions == {1, 3}
-    assert config_before != (target.serving_dir / serving_config.MODELS_CONFIG).read_text()
+    assert model_config.read_state(target.serving_dir).versions == {1, 3}
+    assert config_before != (target.serving_dir / model_config.MODELS_CONFIG).read_text()
 
 
 def test_crash_after_aliases_before_config_is_completed_by_rollback(world, monkeypatch):
@@ -137,16 +137,16 @@ def test_crash_after_aliases_before_config_is_completed_by_rollback(world, monke
         raise SimulatedCrash
 
     with monkeypatch.context() as patch:
-        patch.setattr(serving_transition, "move_labels", crash)
+        patch.setattr(transition, "move_labels", crash)
         with pytest.raises(SimulatedCrash):
             promotion.promote(candidate(2.0), target)
     assert target.registry.serving_version(CHAMPION) == 2
-    assert serving_config.read_stable_version(target.serving_dir) == 1  # config lags: half-promoted
+    assert model_config.read_stable_version(target.serving_dir) == 1  # config lags: half-promoted
     message = promotion.rollback(target)  # repairs (finishes 2), then rolls back to 1
     assert "rolled back" in message
     assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
     assert target.registry.serving_version(CHAMPION) == 1
-    assert serving_config.read_stable_version(target.serving_dir) == 1
+    assert model_config.read_stable_version(target.serving_dir) == 1
 
 
 def test_manual_override_needs_a_reason_and_a_served_version(world):
@@ -159,7 +159,7 @@ def test_manual_override_needs_a_reason_and_a_served_version(world):
         promotion.set_champion(target, 9, "typo")
     assert "now the champion" in promotion.set_champion(target, 1, "incident 42")
     assert target.registry.alias_version(CHAMPION).tags["manual_promotion_reason"] == "incident 42"
-    assert serving_config.read_stable_version(target.serving_dir) == 1
+    assert model_config.read_stable_version(target.serving_dir) == 1
 
 
 def test_champion_resolution_from_registry_then_serving_dir(world, tmp_path):

@@ -13,10 +13,10 @@ import pytest
 from tests.fakes.model_server import FakeModelServer
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
-from torchtfx.components.shared import serving_config
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.fingerprint import saved_model_fingerprint
 from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, Registry
+from torchtfx.components.tf_serving import model_config
 
 REASONS = ["auc Overall candidate 0.60 champion 0.93"]
 
@@ -105,7 +105,7 @@ def test_a_champion_folder_damaged_on_disk_is_replaced_not_declared_identical(wo
     next((target.serving_dir / "1" / "variables").glob("variables.data-*")).write_bytes(b"")
     assert promotion.promote(candidate(models["a"]), target) == 2
     assert saved_model_fingerprint(target.serving_dir / "2") == saved_model_fingerprint(models["a"])
-    assert serving_config.read_stable_version(target.serving_dir) == 2
+    assert model_config.read_stable_version(target.serving_dir) == 2
 
 
 def test_a_rerun_leaves_the_champion_s_pending_label_move_to_finish_and_pushes_nothing(tmp_path, models):
@@ -114,7 +114,7 @@ def test_a_rerun_leaves_the_champion_s_pending_label_move_to_finish_and_pushes_n
     target, candidate = _world(tmp_path, None)
     assert promotion.promote(candidate(models["a"]), target) == 1
     assert promotion.pending_label_move(target) == 1
-    assert serving_config.read_state(target.serving_dir).labels == {}
+    assert model_config.read_state(target.serving_dir).labels == {}
     before = _digest(target.serving_dir)
     outcome = promotion.promote(candidate(models["a"]), target)
     assert isinstance(outcome, promotion.Unchanged)
@@ -122,7 +122,7 @@ def test_a_rerun_leaves_the_champion_s_pending_label_move_to_finish_and_pushes_n
     assert promotion.pending_label_move(target) == 1 and _digest(target.serving_dir) == before
     assert _versions(target) == ["1"]
     assert "finished the promotion of version 1" in promotion.finish(target)
-    assert serving_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
+    assert model_config.read_state(target.serving_dir).labels == {"stable": 1, "canary": 1}
     assert promotion.finish(target) == "nothing pending: models.config already follows the registry"
 
 

@@ -28,13 +28,12 @@ def test_pushed_model_properties_are_tfx_pushers():
 def test_pipeline_node_ids_are_the_contracts(tmp_path, taxi_cfg):
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
     from torchtfx.pipeline.pipeline import create_pipeline
+    from torchtfx.pipeline.settings.bound import PipelineSettings
 
-    pipeline = create_pipeline(
-        pipeline_name=contracts.pipeline_name(taxi_cfg.name), pipeline_root=str(tmp_path / "root"),
-        data_root=str(tmp_path), dataset=taxi_cfg, serving_model_dir=str(tmp_path / "serving"),
-        hparams=TrainerHParams(), mlflow_tracking_uri="sqlite:///x.db", mlflow_experiment="e",
-        registered_model_name="m", serving_model_name="taxi", gates=taxi_cfg.gates,
-    )  # fmt: skip
+    pipeline = create_pipeline(PipelineSettings(
+        dataset=taxi_cfg, hparams=TrainerHParams(), pipeline_root=str(tmp_path / "root"), data_root=str(tmp_path),
+        serving_model_dir=str(tmp_path / "serving"), mlflow_tracking_uri="sqlite:///x.db",
+    ))  # fmt: skip
     ids = {c.id for c in pipeline.components}
     named = {v for k, v in vars(contracts).items() if k.endswith("_ID") and isinstance(v, str)}
     assert ids == named

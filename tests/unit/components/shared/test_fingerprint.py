@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from torchtfx.components.shared import fingerprint, serving_layout
+from torchtfx.components.shared import fingerprint
+from torchtfx.components.tf_serving import layout
 
 
 def _model(path: Path) -> Path:
@@ -28,7 +29,7 @@ def _model(path: Path) -> Path:
 def test_a_copy_anywhere_has_the_same_fingerprint_and_so_does_the_pushed_serving_version(tmp_path):
     original = _model(tmp_path / "candidate" / "Format-Serving")
     copy = shutil.copytree(original, tmp_path / "retrained" / "Format-Serving")
-    pushed = serving_layout.push_version(original, tmp_path / "serving", 7)
+    pushed = layout.push_version(original, tmp_path / "serving", 7)
     value = fingerprint.saved_model_fingerprint(original)
     assert value.startswith("sha256-tree-v1:") and len(value.split(":")[1]) == 64
     assert fingerprint.saved_model_fingerprint(Path(copy)) == value

@@ -41,7 +41,7 @@ def test_empty_csv_file_is_named(tmp_path):
 
 def test_invalid_hyperparameters_are_refused(tmp_path):
     result = _run("run", "--num-workers", "0", "--pipeline-root", str(tmp_path / "root"))
-    assert result.exit_code == 1 and "trainer options (--epochs, --batch-size, ...): num_workers: " in result.output
+    assert result.exit_code == 1 and "trainer.num_workers (command line: --num-workers): " in result.output
     assert "must be 'auto' or a whole number >= 1, got 0" in result.output and "Traceback" not in result.output
 
 

@@ -81,7 +81,7 @@ def test_a_default_run_shows_stage_lines_progress_and_every_warning_only():
     assert run.filter(_record("torchtfx.train", logging.INFO, "Training done: best epoch %s of %s", 3, 6))
     assert not run.filter(_record("torchtfx.train", logging.INFO, "epoch %s/%s", 1, 12))
     assert not run.filter(_record("torchtfx.components.torch_trainer.materialize", logging.INFO, "Materialized"))
-    assert run.filter(_record("torchtfx.components.promoter.serving_transition", logging.WARNING, "staged"))
+    assert run.filter(_record("torchtfx.components.tf_serving.transition", logging.WARNING, "staged"))
     assert run.filter(_ddp("2026-12-05 16:04:33,809 [rank 0] INFO Training done: best epoch 4 of 5"))
     assert not run.filter(_ddp("2026-12-05 16:04:09,576 [rank 0] INFO epoch 1/12 train_loss=0.2492"))
     assert run.filter(_ddp("2026-12-05 16:04:09,576 [rank 1] WARNING checkpoint write retried"))

@@ -19,8 +19,8 @@ STAGE_ERRORS = {
     "torchtfx.components.torch_trainer.cluster.job_runner": "ClusterJobFailedError",
     "torchtfx.components.torch_trainer.export.onnx_export": "ExportError",
     "torchtfx.components.torch_trainer.export.parity": "ParityError",
-    "torchtfx.components.promoter.serving_transition": "ServingChangeError",
-    "torchtfx.components.shared.model_server": "ModelServerError",
+    "torchtfx.components.tf_serving.errors": "ServingChangeError",
+    "torchtfx.components.tf_serving.model_server": "ModelServerError",
     "torchtfx.pipeline.kfp.submit": "SubmitError",
 }
 

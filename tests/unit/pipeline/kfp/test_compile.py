@@ -239,11 +239,19 @@ def test_yaml_json_name_is_refused(tmp_path):
         compile_pipeline(load_kubeflow_settings(POOLS), tmp_path / "pipeline.json")
 
 
+def _compile_with(tmp_path: Path, command_line: dict) -> Path:
+    """Compile pools.yaml with these settings given on the command line (setting key -> value)."""
+    from torchtfx.pipeline.kfp.config import resolved_for_kubeflow
+    from torchtfx.pipeline.settings.layers import command_line_layer
+
+    settings = load_kubeflow_settings(POOLS)
+    resolved = resolved_for_kubeflow(settings, command_line_layer(command_line))
+    return compile_pipeline(settings, tmp_path / "pipeline.yaml", resolved)
+
+
 def test_a_model_file_named_at_compile_time_travels_inside_the_spec(tmp_path):
     """``torchtfx compile --model file.py:build``: the Trainer step's hyperparameters carry the source, so
     the step (and each PyTorchJob replica, which gets the same hyperparameters) loads it without the file."""
-    from torchtfx.pipeline.kfp.config import with_model
-
     model_file = tmp_path / "research" / "net.py"
     model_file.parent.mkdir()
     model_file.write_text("from torch import nn\n\n\ndef build(spec, d=4):\n    return Net(spec, d)\n\n\n"
@@ -251,8 +259,7 @@ def test_a_model_file_named_at_compile_time_travels_inside_the_spec(tmp_path):
                           "        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
                           "    def forward(self, dense, categorical):\n"
                           "        return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]\n")  # fmt: skip
-    settings = with_model(load_kubeflow_settings(POOLS), f"{model_file}:build", ("d=8",))
-    out = compile_pipeline(settings, tmp_path / "pipeline.yaml")
+    out = _compile_with(tmp_path, {"model.factory": f"{model_file}:build", "model.hparams": {"d": 8}})
     spec, _ = yaml.safe_load_all(out.read_text())
     params = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]
     model = json.loads(params["hyperparameters"]["runtimeValue"]["constant"])["model"]
@@ -261,16 +268,13 @@ def test_a_model_file_named_at_compile_time_travels_inside_the_spec(tmp_path):
 
 def test_a_model_that_cannot_load_stops_compile(tmp_path):
     from torchtfx.data.config.model import ModelConfigError
-    from torchtfx.pipeline.kfp.config import with_model
 
     with pytest.raises(ModelConfigError, match="tabnet"):
-        compile_pipeline(with_model(load_kubeflow_settings(POOLS), "tabnet", ()), tmp_path / "p.yaml")
+        _compile_with(tmp_path, {"model.factory": "tabnet"})
 
 
 def test_serving_precision_named_at_compile_time_reaches_the_trainer_step(tmp_path):
-    from torchtfx.pipeline.kfp.config import with_model
-
-    out = compile_pipeline(with_model(load_kubeflow_settings(POOLS), None, (), "fp16"), tmp_path / "p.yaml")
+    out = _compile_with(tmp_path, {"serving.precision": "fp16"})
     spec, _ = yaml.safe_load_all(out.read_text())
     params = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]
     serving = json.loads(params["hyperparameters"]["runtimeValue"]["constant"])["serving"]

@@ -28,7 +28,7 @@ from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, SequenceInput
 from torchtfx.components.torch_trainer.modeling.zoo import text_cnn, text_moe
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
-from torchtfx.data.config.serving import DriftLimits, ServingConfig, ServingConfigError
+from torchtfx.data.config.serving import DriftLimits, ServingConfig, ServingPrecisionError
 
 MAX_LENGTH, VOCAB = 24, 2000
 TEXT = SequenceInput("text_xf", VOCAB, MAX_LENGTH)
@@ -185,6 +185,6 @@ def test_a_model_without_top_k_has_no_routing_figure(tmp_path):
 def test_the_routing_limit_parses_and_a_negative_one_is_refused():
     parsed = ServingConfig.parse({"precision": "fp16", "drift_limits": {"max_routing_flip_rate": 0.05}}, "d.yaml")
     assert parsed.drift_limits.max_routing_flip_rate == 0.05 and LIMITS.max_routing_flip_rate == 0.01
-    with pytest.raises(ServingConfigError, match=r"d\.yaml: drift_limits\.max_routing_flip_rate: .*greater than or "
+    with pytest.raises(ServingPrecisionError, match=r"d\.yaml: drift_limits\.max_routing_flip_rate: .*greater than or "
                        r"equal to 0, got -0\.1"):  # fmt: skip
         ServingConfig.parse({"drift_limits": {"max_routing_flip_rate": -0.1}}, "d.yaml")

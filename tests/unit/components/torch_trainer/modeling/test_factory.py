@@ -11,7 +11,6 @@ import torch
 from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, load_factory
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, SequenceInput
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
-from torchtfx.pipeline.model_choice import parse_model_hparams
 
 SPEC = ModelSpec(("a", "b"), ("c",), (7,))
 
@@ -127,17 +126,6 @@ def test_a_file_that_fails_to_import_names_the_error(tmp_path):
     path.write_text("import torch\nraise ImportError('needs torch_geometric')\n")
     with pytest.raises(ModelConfigError, match=r"could not be imported: ImportError: needs torch_geometric"):
         load_factory(ModelConfig(factory=f"{path}:build"))
-
-
-def test_command_line_overrides():
-    yaml_choice = ModelConfig(factory="mlp", hparams={"dropout": 0.3})
-    assert yaml_choice.with_overrides(None, {"hidden_units": [8]}).hparams == {"dropout": 0.3, "hidden_units": [8]}
-    assert yaml_choice.with_overrides("dcn", {}).hparams == {}  # the YAML's hparams were for another model
-    assert parse_model_hparams(["hidden_units=[64, 32]", "dropout=0.2", "activation=geglu"]) == {
-        "hidden_units": [64, 32], "dropout": 0.2, "activation": "geglu"
-    }  # fmt: skip
-    with pytest.raises(ModelConfigError, match="is not KEY=VALUE"):
-        parse_model_hparams(["dropout"])
 
 
 EXITING_MODEL = """

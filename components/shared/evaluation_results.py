@@ -1,31 +1,25 @@
-"""Why a candidate was not blessed, from TFMA's validation result, in one screen."""
+"""TFMA's results as the Promoter and the reports read them: every metric value by slice, model and label, the
+candidate's own values, and why a candidate was not blessed, in one screen.
+
+Public for the Promoter (its rejection reasons and registry tags) and for the run reports (pipeline/reporting/).
+What a label names, and which labels the reports show, is declared with the metrics
+(:mod:`torchtfx.data.config.metrics`)."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from google.protobuf import text_format
 
-BASELINE_MODEL_NAME = "baseline"
-# What the run report, the HTML report and the registry tags show, in this order; each task's Evaluator
-# computes its own subset (binary: auc ... calibration; multiclass: accuracy and the averaged AUCs;
-# regression: the error metrics), so filtering by presence picks the task's.
-REPORTED_METRICS = (
-    "auc", "auc_precision_recall", "binary_accuracy", "precision", "recall", "calibration",
-    "sparse_categorical_accuracy", "auc(macro)", "auc(micro)",
-    "mean_squared_error", "root_mean_squared_error", "mean_absolute_error", "squared_pearson_correlation",
-    "weighted_example_count", "example_count",
-)  # fmt: skip
-HEADLINE_METRICS = ("auc", "sparse_categorical_accuracy", "mean_squared_error")
-# Error metrics: a fall is an improvement (the reports colour a change by it).
-LOWER_IS_BETTER = frozenset({"mean_squared_error", "root_mean_squared_error", "mean_absolute_error"})
+from torchtfx.data.config.metrics import MACRO, MICRO
 
+BASELINE_MODEL_NAME = "baseline"  # the champion, as TFX names the Evaluator's baseline model
+CANDIDATE_MODEL_NAMES = ("", "candidate")  # the candidate: unnamed in a one-model evaluation
+OVERALL_SLICE = "Overall"
 
-def reported(labels) -> list[str]:
-    """The labels to show, in REPORTED_METRICS order, then per-class recall (``recall[class_id=k]``)."""
-    present = set(labels)
-    per_class = sorted((m for m in present if m.startswith("recall[class_id=")), key=lambda m: int(m[16:-1]))
-    return [m for m in REPORTED_METRICS if m in present] + per_class
+# (slice, metric label, model name, is_diff) -> value
+MetricValues = dict[tuple[str, str, str, bool], float]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,14 +41,15 @@ class GateFailure:
         )
 
 
-def slice_name(slice_key) -> str:
+def slice_name(slice_key: Any) -> str:
+    """A TFMA slice key as the reports name it: ``Overall``, ``payment_type=Cash``."""
     import tensorflow_model_analysis as tfma
 
     key = tfma.slicer.deserialize_slice_key(slice_key)
-    return "Overall" if not key else ", ".join(f"{k}={v}" for k, v in key)
+    return OVERALL_SLICE if not key else ", ".join(f"{k}={v}" for k, v in key)
 
 
-def metric_label(key) -> str:
+def metric_label(key: Any) -> str:
     """A TFMA MetricKey as the report names it: ``auc``, ``recall[class_id=2]``, ``auc(macro)``. Per-class
     and averaged metrics share a name; without the sub-key and aggregation they would overwrite each other."""
     label = key.name
@@ -65,15 +60,16 @@ def metric_label(key) -> str:
                 label += f"[{field}={getattr(sub, field).value}]"
     if key.HasField("aggregation_type"):
         aggregation = key.aggregation_type
-        label += "(macro)" if aggregation.macro_average else "(micro)" if aggregation.micro_average else "(weighted)"
+        average = MACRO if aggregation.macro_average else MICRO if aggregation.micro_average else "weighted"
+        label += f"({average})"
     return label
 
 
-def metric_values(evaluation_uri: str) -> dict[tuple[str, str, str, bool], float]:
+def metric_values(evaluation_uri: str) -> MetricValues:
     """(slice, metric label, model name, is_diff) -> value."""
     import tensorflow_model_analysis as tfma
 
-    values = {}
+    values: MetricValues = {}
     for metrics_for_slice in tfma.load_metrics(evaluation_uri):
         name = slice_name(metrics_for_slice.slice_key)
         for kv in metrics_for_slice.metric_keys_and_values:
@@ -82,7 +78,17 @@ def metric_values(evaluation_uri: str) -> dict[tuple[str, str, str, bool], float
     return values
 
 
-def _threshold_text(threshold) -> str:
+def candidate_metrics(evaluation_uri: str) -> dict[str, dict[str, float]]:
+    """The candidate's own values per slice ("Overall", "payment_type=Cash", ...): not the champion's, not the
+    differences."""
+    result: dict[str, dict[str, float]] = {}
+    for (slice_, label, model, is_diff), value in metric_values(evaluation_uri).items():
+        if not is_diff and model in CANDIDATE_MODEL_NAMES:
+            result.setdefault(slice_, {})[label] = value
+    return result
+
+
+def _threshold_text(threshold: Any) -> str:
     """e.g. ">= 0.75", "in [0.75, 1.25]", "candidate - champion >= -0.01"."""
     if threshold.HasField("value_threshold"):
         bounds = threshold.value_threshold

@@ -11,7 +11,8 @@ traffic never goes to a version still loading). Every change of the served state
 With a server address, (a) is sent with HandleReloadConfigRequest and the versions are awaited with
 GetModelStatus (bounded), then (b) is sent. Without one, nobody can confirm the load: (a) is written and the
 label move stays pending (the caller journals it) until the user confirms the load (``torchtfx promote
---finish``) or a command with a server address does; ``canary`` is chosen by the caller, never read off the disk.
+--finish``) or a command with a server address does. What to serve (the versions, where stable and canary
+point) is the caller's decision (the Promoter's ``target.target_state``); ``canary`` is never read off the disk.
 """
 
 from __future__ import annotations
@@ -20,19 +21,15 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from torchtfx.components.shared import serving_config
-from torchtfx.components.shared.model_server import ModelServer, ModelServerError
-from torchtfx.components.shared.serving_config import CANARY, OWN_LABELS, STABLE, ServedState
-from torchtfx.components.shared.serving_layout import BatchingParams, versions
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.tf_serving import batching, model_config
+from torchtfx.components.tf_serving.batching import BatchingParams
+from torchtfx.components.tf_serving.errors import ModelServerError, ServingChangeError
+from torchtfx.components.tf_serving.model_config import OWN_LABELS, ServedState
+from torchtfx.components.tf_serving.model_server import ModelServer
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LOAD_TIMEOUT_S = 600.0  # a large SavedModel on a network volume; TF Serving loads with warmup replay
-
-
-class ServingChangeError(StageFailure):
-    """The server refused a config or did not load a version; what it served before is restored."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,21 +43,8 @@ class Served:
     load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S
 
 
-def target_state(serving_dir: Path, champion: int, previous: int | None, canary: int | None = None) -> ServedState:
-    """stable -> the champion; canary -> the version the caller chose (the champion unless given: never read off
-    the disk, so a rolled-back version keeps no label); the previous champion stays loaded so that a rollback
-    moves a label onto a version that is already AVAILABLE."""
-    on_disk = versions(serving_dir)
-    canary = champion if canary is None else canary
-    for role, version in (("champion", champion), ("canary", canary)):
-        if version not in on_disk:
-            raise FileNotFoundError(f"{role} version {version} is missing from {serving_dir}")
-    loaded = {champion, canary} | ({previous} if previous in on_disk else set())
-    return ServedState(frozenset(loaded), {STABLE: champion, CANARY: canary})
-
-
 def current_state(served: Served) -> ServedState | None:
-    return serving_config.read_state(served.serving_dir, served.model_name)
+    return model_config.read_state(served.serving_dir, served.model_name)
 
 
 def with_hand_edits(served: Served, target: ServedState, before: ServedState | None) -> ServedState:
@@ -69,19 +53,19 @@ def with_hand_edits(served: Served, target: ServedState, before: ServedState | N
     if before is None:
         return target
     others = {label: v for label, v in before.labels.items() if label not in OWN_LABELS}
-    pinned = serving_config.pinned_by_hand(served.serving_dir, served.model_name, before)
+    pinned = model_config.pinned_by_hand(served.serving_dir, served.model_name, before)
     return ServedState(target.versions | pinned | frozenset(others.values()), {**others, **target.labels})
 
 
 def _write(served: Served, state: ServedState | None) -> None:
-    serving_config.write_models_config(served.serving_dir, served.model_name, state)
-    serving_config.write_batching(served.serving_dir, served.batching)
+    model_config.write_models_config(served.serving_dir, served.model_name, state)
+    batching.write_batching(served.serving_dir, served.batching)
 
 
 def _send(served: Served) -> None:
     """Hand the server the whole file as written: every model in it, not only this one (a reload replaces the
     server's model list)."""
-    config = serving_config.read_models_config(served.serving_dir)
+    config = model_config.read_models_config(served.serving_dir)
     if served.server is not None and config is not None:
         served.server.reload(config)
 

@@ -14,20 +14,12 @@ import logging
 import time
 from collections.abc import Iterable
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.tf_serving.errors import ModelServerError, VersionNotAvailableError
 
 logger = logging.getLogger(__name__)
 
 AVAILABLE = "AVAILABLE"
 END = "END"  # unloaded, or a load that failed (its status then carries the error)
-
-
-class ModelServerError(StageFailure):
-    """The model server refused a request or could not be reached."""
-
-
-class VersionNotAvailableError(ModelServerError):
-    """A version did not become AVAILABLE within the wait."""
 
 
 @dataclasses.dataclass(frozen=True)

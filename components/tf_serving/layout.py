@@ -1,6 +1,6 @@
-"""TF Serving layout: integer version folders, the batching parameters' settings, and the lock that lets
-one promotion at a time change them (ChampionModel reads the same layout; ``serving_config`` writes the
-files TF Serving reads).
+"""The serving directory TF Serving watches: integer version folders (numbers never reused), the atomic writes of
+every file in it, and the lock that lets one promotion at a time change them (ChampionModel reads the same
+layout; ``model_config`` and ``batching`` write the files TF Serving reads).
 
 Every write is atomic (temp file or folder, then rename on the same filesystem), so TF Serving or
 any reader never sees a partial version folder or a half-written config.
@@ -18,28 +18,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pydantic
-
-from torchtfx.data.config.strict import ConfigError, StrictConfig
-
 logger = logging.getLogger(__name__)
 
 TMP_PREFIX = ".incoming-"
-
-
-class BatchingConfigError(ConfigError):
-    """A batching parameter is unknown or not positive."""
-
-
-class BatchingParams(StrictConfig):
-    """TF Serving's --batching_parameters_file, written beside models.config."""
-
-    config_error = BatchingConfigError
-
-    max_batch_size: pydantic.PositiveInt = 1024
-    batch_timeout_micros: pydantic.PositiveInt = 2000
-    num_batch_threads: pydantic.PositiveInt = 4
-    max_enqueued_batches: pydantic.PositiveInt = 100
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -1,10 +1,7 @@
-"""TF Serving's configuration files, written and read through TF Serving's own protos.
+"""``models.config``, the model config file TF Serving reads, written and read through TF Serving's own proto.
 
-``models.config`` is a ``tensorflow.serving.ModelServerConfig`` (from the pinned tensorflow-serving-api), in
-text format. ``batching_parameters.txt`` is a ``tensorflow.serving.BatchingParameters``: that message lives
-in ``session_bundle_config.proto``, which the pip package does not ship, so the message is built here
-(:func:`batching_message_class`) from that file's field names, numbers and types (tensorflow/serving
-2.16.1), and a test checks it against them. Both files are read back by parsing, never by matching lines.
+It is a ``tensorflow.serving.ModelServerConfig`` (from the pinned tensorflow-serving-api), in text format, read
+back by parsing, never by matching lines (``batching.py`` holds the other file, ``batching_parameters.txt``).
 
 ``models.config`` is edited, never rebuilt: a write sets this project's model entry (its versions and the labels
 it is given) and keeps every other model, field and label; a copy of what torchtfx wrote last
@@ -15,28 +12,23 @@ that does not parse stops every command with the way out (:func:`read_models_con
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Mapping
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format, wrappers_pb2
+from google.protobuf import text_format
 from tensorflow_serving.config import model_server_config_pb2
 
-from torchtfx.components.shared.serving_layout import BatchingParams, write_text_atomic
+from torchtfx.components.tf_serving.errors import ServingConfigError
+from torchtfx.components.tf_serving.layout import write_text_atomic
 
 MODELS_CONFIG = "models.config"
 LAST_WRITTEN = ".models.config.torchtfx"  # a copy of the models.config torchtfx wrote last
-BATCHING_CONFIG = "batching_parameters.txt"
 STABLE, CANARY = "stable", "canary"
 OWN_LABELS = (STABLE, CANARY)  # the labels torchtfx moves; any other label is the operator's and is kept
 _HEADER = (
     "# torchtfx edits this model's versions and its stable/canary labels on every promotion or rollback;\n"
     "# other models, other labels and other fields are kept as they are.\n"
 )
-
-
-class ServingConfigError(ValueError):
-    """A serving configuration file cannot be used: it does not parse, or it belongs to another registry."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,64 +154,3 @@ def read_stable_version(serving_dir: Path, model_name: str | None = None) -> int
     """The ``stable`` label of models.config, if there is one."""
     state = read_state(serving_dir, model_name)
     return None if state is None else state.labels.get(STABLE)
-
-
-# -- batching_parameters.txt ------------------------------------------------------------------------
-# (name, number, type): session_bundle_config.proto's BatchingParameters.
-BATCHING_FIELDS = (
-    ("max_batch_size", 1, ".google.protobuf.Int64Value"),
-    ("batch_timeout_micros", 2, ".google.protobuf.Int64Value"),
-    ("max_enqueued_batches", 3, ".google.protobuf.Int64Value"),
-    ("num_batch_threads", 4, ".google.protobuf.Int64Value"),
-    ("thread_pool_name", 5, ".google.protobuf.StringValue"),
-    ("allowed_batch_sizes", 6, "TYPE_INT64"),
-    ("pad_variable_length_inputs", 7, "TYPE_BOOL"),
-    ("enable_large_batch_splitting", 8, ".google.protobuf.BoolValue"),
-    ("max_execution_batch_size", 9, ".google.protobuf.Int64Value"),
-)
-
-
-@functools.cache
-def batching_message_class() -> type:
-    """``tensorflow.serving.BatchingParameters``, field for field as in session_bundle_config.proto, in a
-    private descriptor pool (so it never clashes with a tensorflow-serving-api that ships the file)."""
-    pool = descriptor_pool.DescriptorPool()
-    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    file = descriptor_pb2.FileDescriptorProto(
-        name="tensorflow_serving/servables/tensorflow/session_bundle_config.proto",
-        package="tensorflow.serving",
-        syntax="proto3",
-        dependency=["google/protobuf/wrappers.proto"],
-    )
-    message = file.message_type.add(name="BatchingParameters")
-    field = descriptor_pb2.FieldDescriptorProto
-    for name, number, kind in BATCHING_FIELDS:
-        repeated = name == "allowed_batch_sizes"
-        entry = message.field.add(name=name, number=number,
-                                  label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL)  # fmt: skip
-        if kind.startswith("."):
-            entry.type, entry.type_name = field.TYPE_MESSAGE, kind
-        else:
-            entry.type = getattr(field, kind)
-    pool.Add(file)
-    descriptor = pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters")
-    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
-
-
-def batching_proto(params: BatchingParams):
-    message = batching_message_class()()
-    message.max_batch_size.value = params.max_batch_size
-    message.batch_timeout_micros.value = params.batch_timeout_micros
-    message.max_enqueued_batches.value = params.max_enqueued_batches
-    message.num_batch_threads.value = params.num_batch_threads
-    return message
-
-
-def write_batching(serving_dir: Path, params: BatchingParams) -> None:
-    write_text_atomic(serving_dir / BATCHING_CONFIG, text_format.MessageToString(batching_proto(params)))
-
-
-def read_batching(serving_dir: Path):
-    message = batching_message_class()()
-    text_format.Parse((serving_dir / BATCHING_CONFIG).read_text(), message)
-    return message

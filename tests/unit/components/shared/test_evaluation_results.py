@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.proto import metrics_for_slice_pb2, validation_result_pb2
 
-from torchtfx.components.promoter import gate_results
+from torchtfx.components.shared import evaluation_results
 
 PAYMENT_CASH = metrics_for_slice_pb2.SliceKey(
     single_slice_keys=[metrics_for_slice_pb2.SingleSliceKey(column="payment_type", bytes_value=b"Cash")]
@@ -73,7 +73,7 @@ def test_failed_value_and_change_gates_name_metric_slice_values_and_threshold(tm
         [(OVERALL, _failure("auc", floor)), (OVERALL, _failure("calibration", band)),
          (OVERALL, _failure("auc", drop, is_diff=True))],
     )  # fmt: skip
-    failures = gate_results.gate_failures(uri)
+    failures = evaluation_results.gate_failures(uri)
     assert [(f.metric, f.slice, f.is_change, f.threshold) for f in failures] == [
         ("auc", "Overall", False, ">= 0.75"),
         ("calibration", "Overall", False, "in [0.75, 1.25]"),
@@ -81,17 +81,24 @@ def test_failed_value_and_change_gates_name_metric_slice_values_and_threshold(tm
     ]
     assert (failures[0].candidate, failures[0].champion) == (0.6871, 0.9308)
     assert failures[1].champion is None and "champion     n/a" in failures[1].line()
-    text = gate_results.summary(failures)
+    text = evaluation_results.summary(failures)
     assert text.startswith("Candidate REJECTED: 3 gate(s) failed; the champion and serving directory are unchanged.")
     assert "candidate  0.6871  champion  0.9308  value gate: >= 0.75" in text
 
 
 def test_slices_are_named_and_values_keyed_by_slice_model_and_diff(tmp_path):
-    uri = _write_evaluation(tmp_path, [_value(PAYMENT_CASH, "auc", 0.61), _value(OVERALL, "auc", 0.93)], [])
-    values = gate_results.metric_values(uri)
+    uri = _write_evaluation(
+        tmp_path,
+        [_value(PAYMENT_CASH, "auc", 0.61), _value(OVERALL, "auc", 0.93), _value(OVERALL, "auc", 0.95, "baseline"),
+         _value(OVERALL, "auc", -0.02, is_diff=True)],
+        [],
+    )  # fmt: skip
+    values = evaluation_results.metric_values(uri)
     assert values[("payment_type=Cash", "auc", "candidate", False)] == 0.61
     assert values[("Overall", "auc", "candidate", False)] == 0.93
-    assert gate_results.gate_failures(uri) == [] and gate_results.summary([]) == "All gates passed."
+    assert evaluation_results.gate_failures(uri) == [] and evaluation_results.summary([]) == "All gates passed."
+    # the candidate's own: not the champion's ("baseline"), not the differences
+    assert evaluation_results.candidate_metrics(uri) == {"Overall": {"auc": 0.93}, "payment_type=Cash": {"auc": 0.61}}
 
 
 def test_per_class_and_averaged_metrics_keep_their_own_values_and_a_relative_mse_gate_reads_right(tmp_path):
@@ -120,15 +127,15 @@ def test_per_class_and_averaged_metrics_keep_their_own_values_and_a_relative_mse
         tmp_path, values, [(OVERALL, macro_failure), (OVERALL, _failure("mean_squared_error", worse, True))]
     )
 
-    measured = gate_results.metric_values(uri)
+    measured = evaluation_results.metric_values(uri)
     assert measured[("Overall", "recall[class_id=0]", "candidate", False)] == 0.9
     assert measured[("Overall", "recall[class_id=2]", "candidate", False)] == 0.2
     assert measured[("Overall", "auc(macro)", "candidate", False)] == 0.65
-    auc, mse = gate_results.gate_failures(uri)
+    auc, mse = evaluation_results.gate_failures(uri)
     assert (auc.metric, auc.candidate, auc.champion) == ("auc(macro)", 0.65, 0.8)
     assert (mse.metric, mse.candidate, mse.champion, mse.is_change) == ("mean_squared_error", 1.3, 1.0, True)
     assert mse.threshold == "candidate / champion - 1 <= 0.05"
-    assert "mean_squared_error" in gate_results.summary([auc, mse])
+    assert "mean_squared_error" in evaluation_results.summary([auc, mse])
 
 
 def _change(direction, absolute=None, relative=None) -> tfma.MetricThreshold:
@@ -144,7 +151,7 @@ def test_change_gates_read_in_tfma_s_own_terms_for_both_directions():
     """TFMA passes a change gate when diff = candidate - champion satisfies diff >= absolute (higher is better)
     or diff <= absolute (lower is better); relative compares diff / champion = candidate / champion - 1."""
     lower, higher = tfma.MetricDirection.LOWER_IS_BETTER, tfma.MetricDirection.HIGHER_IS_BETTER
-    text = gate_results._threshold_text
+    text = evaluation_results._threshold_text
     assert text(_change(lower, relative=0.05)) == "candidate / champion - 1 <= 0.05"
     assert text(_change(lower, absolute=0.5)) == "candidate - champion <= 0.5"
     assert text(_change(higher, absolute=-0.01)) == "candidate - champion >= -0.01"
@@ -161,29 +168,11 @@ def test_metric_labels_name_the_class_and_the_average():
     def key(**fields):
         return metrics_for_slice_pb2.MetricKey(name="auc", **fields)
 
-    assert gate_results.metric_label(key()) == "auc"
-    assert gate_results.metric_label(key(sub_key={"class_id": {"value": 2}})) == "auc[class_id=2]"
-    assert gate_results.metric_label(key(aggregation_type={"macro_average": True})) == "auc(macro)"
-    assert gate_results.metric_label(key(aggregation_type={"micro_average": True})) == "auc(micro)"
-    assert gate_results.metric_label(key(sub_key={"top_k": {"value": 3}})) == "auc[top_k=3]"
-
-
-def test_reported_metrics_keep_binary_s_order_and_list_classes_by_id():
-    binary = ["example_count", "calibration", "recall", "precision", "binary_accuracy", "auc_precision_recall", "auc"]
-    assert gate_results.reported(binary) == list(reversed(binary))  # as the console always printed them
-    multiclass = ["recall[class_id=10]", "recall[class_id=2]", "auc(micro)", "sparse_categorical_accuracy",
-                  "precision[class_id=0]", "auc(macro)", "example_count"]  # fmt: skip
-    assert gate_results.reported(multiclass) == [
-        "sparse_categorical_accuracy", "auc(macro)", "auc(micro)", "example_count",
-        "recall[class_id=2]", "recall[class_id=10]",
-    ]  # fmt: skip
-    regression = ["mean_absolute_error", "root_mean_squared_error", "mean_squared_error", "weighted_example_count"]
-    assert gate_results.reported(regression) == [
-        "mean_squared_error",
-        "root_mean_squared_error",
-        "mean_absolute_error",
-        "weighted_example_count",
-    ]
+    assert evaluation_results.metric_label(key()) == "auc"
+    assert evaluation_results.metric_label(key(sub_key={"class_id": {"value": 2}})) == "auc[class_id=2]"
+    assert evaluation_results.metric_label(key(aggregation_type={"macro_average": True})) == "auc(macro)"
+    assert evaluation_results.metric_label(key(aggregation_type={"micro_average": True})) == "auc(micro)"
+    assert evaluation_results.metric_label(key(sub_key={"top_k": {"value": 3}})) == "auc[top_k=3]"
 
 
 def test_a_per_class_floor_failure_names_the_class(tmp_path):
@@ -193,6 +182,6 @@ def test_a_per_class_floor_failure_names_the_class(tmp_path):
     slice_key, kv = _value(OVERALL, "recall", 0.25)
     kv.key.sub_key.class_id.value = 2
     uri = _write_evaluation(tmp_path, [(slice_key, kv), _value(OVERALL, "recall", 0.9)], [(OVERALL, failure)])
-    (found,) = gate_results.gate_failures(uri)
+    (found,) = evaluation_results.gate_failures(uri)
     assert (found.metric, found.candidate, found.threshold) == ("recall[class_id=2]", 0.25, ">= 0.5")
     assert found.line().startswith("recall[class_id=2] Overall")

@@ -1,0 +1,131 @@
+"""The command line's options for settings, made from their declarations (pipeline/settings/declared.py): the
+flag, how its text is read and its help with the default come from there, and a command reads back only what the
+user typed (:func:`given_settings`), so an option left out never hides a value from ``pools.yaml`` or the
+dataset YAML."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import yaml
+from click.core import ParameterSource
+
+from torchtfx.data.config.model import ModelConfigError
+from torchtfx.pipeline.settings.declared import BY_KEY, KUBEFLOW, LOCAL, SETTINGS, Option, Setting
+from torchtfx.pipeline.settings.layers import Layer, command_line_layer
+
+Command = TypeVar("Command", bound=Callable)
+
+
+class _AutoOrInt(click.ParamType):
+    """``auto`` or a whole number (range checks are the hyperparameters' own)."""
+
+    name = "auto|N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is neither 'auto' nor a whole number", param, ctx)
+
+
+_TYPES: dict[str, Any] = {
+    "text": str,
+    "int": int,
+    "float": float,
+    "path": click.Path(path_type=Path),
+    "auto_or_int": _AutoOrInt(),
+    "non_negative_int": click.IntRange(min=0),
+    "positive_int": click.IntRange(min=1),
+}
+
+
+def parse_model_hparams(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs, each value read as YAML (``3``, ``0.1``, ``[64, 32]``, ``true``, ``reglu``)."""
+    parsed: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise ModelConfigError(f"--model-hparam {pair!r} is not KEY=VALUE (e.g. --model-hparam dropout=0.2)")
+        try:
+            parsed[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ModelConfigError(f"--model-hparam {pair!r}: the value is not valid YAML ({err})") from None
+    return parsed
+
+
+def param_name(setting: Setting) -> str:
+    return setting.key.replace(".", "__")
+
+
+def _default_help(setting: Setting, run: str) -> str:
+    """Where the value comes from when the option is left out, in precedence order."""
+    fallbacks = []
+    if run == KUBEFLOW and setting.pools:
+        fallbacks.append(f"pools.yaml's {setting.pools}")
+    if setting.dataset:
+        fallbacks.append(f"the dataset YAML's {setting.dataset}")
+    fallbacks.append(setting.default_shown)
+    return f"[default: {', else '.join(fallbacks)}]"
+
+
+def _option(setting: Setting, option: Option, run: str) -> Callable[[Command], Command]:
+    help_text = f"{option.help} {_default_help(setting, run)}".strip()
+    name = param_name(setting)
+    if option.kind in ("flag", "no_flag"):
+        return click.option(option.flag, name, is_flag=True, help=option.help)
+    if option.kind == "pairs":
+        return click.option(option.flag, name, multiple=True, metavar="KEY=VALUE", help=help_text)
+    kind = click.Choice(option.choices) if option.kind == "choice" else _TYPES[option.kind]
+    return click.option(option.flag, name, type=kind, help=help_text)
+
+
+def declared_option(key: str, name: str, **extra: Any) -> Callable[[Command], Command]:
+    """A declared setting's option for a command that takes its value directly, with the declared default
+    (``torchtfx promote``, ``report``, ``predict``: they read no config layers)."""
+    setting = BY_KEY[key]
+    option = setting.option
+    assert option is not None, key
+    kind = click.Choice(option.choices) if option.kind == "choice" else _TYPES[option.kind]
+    default = setting.default if setting.default_text == "" else None
+    help_text = f"{extra.pop('help', option.help)} [default: {setting.default_shown}]".strip()
+    return click.option(option.flag, name, type=kind, default=default, help=help_text, **extra)
+
+
+def setting_options(*runs: str) -> Callable[[Command], Command]:
+    """The options of every setting that a run of one of ``runs`` uses (``LOCAL``: ``torchtfx run``;
+    ``KUBEFLOW``: ``torchtfx compile``)."""
+    declared = [s for s in SETTINGS if s.option is not None and set(runs) & set(s.runs)]
+
+    def decorate(command: Command) -> Command:
+        for setting in reversed(declared):
+            command = _option(setting, setting.option, KUBEFLOW if KUBEFLOW in runs else LOCAL)(command)
+        return command
+
+    return decorate
+
+
+def given_settings(context: click.Context, run: str) -> Layer:
+    """The command line's layer: the setting options the user typed, read from ``context``; an option typed for
+    a setting ``run`` does not use is refused by name."""
+    given: dict[str, Any] = {}
+    for setting in SETTINGS:
+        option, name = setting.option, param_name(setting)
+        if option is None or name not in context.params:
+            continue
+        if context.get_parameter_source(name) != ParameterSource.COMMANDLINE:
+            continue
+        if run not in setting.runs:
+            raise click.UsageError(f"{option.flag} applies to `torchtfx run` only, not to a Kubeflow configuration")
+        value = context.params[name]
+        if option.kind == "pairs":
+            value = parse_model_hparams(value)
+        elif option.kind == "no_flag":
+            value = not value
+        given[setting.key] = value
+    return command_line_layer(given)
