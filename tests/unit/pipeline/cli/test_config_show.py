@@ -40,6 +40,7 @@ def test_show_without_pools_yaml_is_what_run_uses():
     assert _line(result.output, "model.factory").endswith("command line: --model")
     assert _line(result.output, "cache").split()[1] == "False"
     assert _line(result.output, "beam.mode").endswith("default")
+    assert "gates.auc_floor" in result.output and "gates.accuracy_floor" not in result.output  # taxi is binary
 
 
 def test_a_local_only_option_with_a_kubeflow_config_is_refused_by_name():
