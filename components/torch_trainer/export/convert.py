@@ -187,7 +187,8 @@ class ServingModule(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)], autograph=False)
     def serve(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_example(examples, self._serving_spec)
-        return self.task_outputs(self.network(*self.network_inputs(self._untracked.tft_layer(parsed)))[0])
+        transformed = inlined_transform(self._untracked.tft_layer, parsed)
+        return self.task_outputs(self.network(*self.network_inputs(transformed))[0])
 
     def task_outputs(self, network_output: tf.Tensor) -> dict[str, tf.Tensor]:
         """The network's first output, named and shaped for the task (see the module docstring)."""
@@ -203,6 +204,55 @@ class ServingModule(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=EXAMPLES_INPUT)], autograph=False)
     def transform_features(self, examples: tf.Tensor) -> dict[str, tf.Tensor]:
         return self._untracked.tft_layer(tf.io.parse_example(examples, self._transform_spec))
+
+
+def inlined_transform(layer, features: dict) -> dict:
+    """What ``layer(features)`` returns (TFT's ``TransformFeaturesLayer``), with Transform's graph traced into
+    the calling function as its own ops rather than called as TFT's function.
+
+    TFT's function is pruned from Transform's SavedModel without its control outputs, so TF's graph optimizer
+    cannot inline it ("Can't guarantee execution of a side-effectful node": its table lookups): TF Serving
+    then runs it through a function call of its own, and optimizes it apart from the parse and the network.
+    Imported into the traced ``serve``, its lookups get that function's automatic control dependencies and
+    the whole signature is inlined into one graph. The same ops, the same captured tables and constants, the
+    same missing inputs supplied (the label columns): the same outputs bit for bit. A transform graph that TFT
+    runs some other way (exported by TF1) is called as TFT calls it."""
+    try:
+        return _imported_transform(layer._saved_model_loader, features)
+    except (AttributeError, TypeError) as err:  # TFT's loader changed, or runs this graph another way
+        logger.warning("Transform's graph is called as TFT's function, not inlined (%s: %s): same outputs, slower "
+                       "at batch 1", type(err).__name__, err)  # fmt: skip
+        return layer(features)
+
+
+def _imported_transform(loader, features: dict) -> dict:
+    """Transform's function graph imported into the current one (TFT 1.16's ``SavedModelLoader`` internals)."""
+    wrapped = loader._wrapped_function
+    if loader.load_v2_in_compat or getattr(loader, "_is_finalized", False):
+        raise TypeError("a TF1-exported transform graph")
+    # TFT's SavedModelLoader._apply_v2_transform_model, up to its call of the wrapped function.
+    unfed = loader._get_unfed_input_keys(features.keys())
+    fetched = loader._get_fetches_keys(loader._get_feeds(unfed))
+    inputs = loader._format_input_map_as_tensors(features)
+    if unfed:
+        first = next(iter(features.values()))
+        batch = first.bounding_shape(axis=0) if isinstance(first, tf.RaggedTensor) else tf.shape(first)[0]
+        inputs.update(loader._get_missing_inputs(unfed, batch))
+    flat = tf.nest.flatten(inputs, expand_composites=True)
+    graph = tf.compat.v1.get_default_graph()
+    captured = [graph.capture(t) for t in wrapped.captured_inputs]
+    if len(wrapped.inputs) != len(flat) + len(captured):
+        raise TypeError(f"{len(wrapped.inputs)} inputs, {len(flat) + len(captured)} given")
+    outputs = tf.graph_util.import_graph_def(
+        wrapped.graph.as_graph_def(),
+        input_map={placeholder.name: value for placeholder, value in zip(wrapped.inputs, flat + captured, strict=True)},
+        return_elements=[t.name for t in wrapped.outputs],
+        name="transform",
+    )
+    for imported, original in zip(outputs, wrapped.outputs, strict=True):
+        imported.set_shape(original.shape)
+    every = tf.nest.pack_sequence_as(wrapped.structured_outputs, outputs, expand_composites=True)
+    return {key: every[key] for key in fetched}
 
 
 def trim_padding(ids: tf.Tensor) -> tf.Tensor:

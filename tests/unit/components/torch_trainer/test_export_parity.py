@@ -10,7 +10,7 @@ import tensorflow as tf
 import torch
 
 from tests.unit.components.torch_trainer.served_models import train_briefly
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
+from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx, inlined_transform
 from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
@@ -88,3 +88,25 @@ def test_serving_signature_takes_raw_examples_without_label(converted, tiny_taxi
     assert probs.shape == (16,) and np.all((probs >= 0) & (probs <= 1))
     transformed = loaded.signatures["transform_features"](examples=tf.constant(records[:4]))
     assert "big_tipper_xf" in transformed and "fare_xf" in transformed
+
+
+def test_the_serving_signature_runs_transform_inline_with_the_parse(converted):
+    """TFT's function cannot be inlined by TF's optimizer (its lookups have no control outputs), so TF Serving ran
+    it as a call of its own: 69 us of the 273 us a batch-1 request took (bench/results/README.md). Imported into
+    ``serve``, the lookups sit in one function with the parse."""
+    _, root = converted
+    library = tf.saved_model.load(str(root / "serving")).signatures["serving_default"].graph.as_graph_def().library
+    ops = [{node.op for node in function.node_def} for function in library.function]
+    assert any({"ParseExampleV2", "LookupTableFindV2"} <= function_ops for function_ops in ops)
+
+
+def test_a_transform_layer_tft_runs_another_way_is_called_as_tft_calls_it(caplog):
+    class Layer:  # a TransformFeaturesLayer whose loader lacks TFT 1.16's internals
+        _saved_model_loader = object()
+
+        def __call__(self, features):
+            return {"x_xf": features["x"] * 2}
+
+    out = inlined_transform(Layer(), {"x": tf.constant([1.0])})
+    assert out["x_xf"].numpy().tolist() == [2.0]
+    assert "called as TFT's function, not inlined (AttributeError" in caplog.text
