@@ -240,16 +240,17 @@ def session_timers(network, serving_dir: Path, examples: list[bytes], dense, cat
     return enter_session_runs(make, stack)
 
 
-# A served tf.Example signature's stages by op type. The TFT layer is a function call in the graph (TF's optimizer
-# does not inline TFT's pruned graph function, in ours or in the reference's), so the trace times it whole: in both
-# taxi signatures the one StatefulPartitionedCall node is ``transform_features_layer``; the network's ops are inlined.
+# A served tf.Example signature's stages by op type: parse, function calls (timed whole), the other ops. TF's
+# optimizer does not inline TFT's pruned graph function, so in the reference's signature the TFT layer is the one
+# StatefulPartitionedCall; ours imports Transform's graph into the signature (export/convert.py:inlined_transform),
+# so its TFT ops are among the other ops, and its one call is the network's row-shard branch (batch >= 256).
 STAGE_OPS = {"parse": ("ParseExample", "ParseExampleV2", "ParseSingleExample"),
               "tft_layer": ("StatefulPartitionedCall", "PartitionedCall")}  # fmt: skip
 
 
 def signature_stages(ops: dict[str, dict]) -> dict[str, float]:
     """Milliseconds per call of an op profile's op types by stage: ``parse`` (ParseExample), ``tft_layer`` (the
-    function calls: the TFT layer), ``network_and_rest`` (every other op: the network and the glue around it)."""
+    function calls: the reference's TFT layer), ``network_and_rest`` (every other op)."""
     stages = dict.fromkeys((*STAGE_OPS, "network_and_rest"), 0.0)
     for op, found in ops.items():
         stage = next((name for name, types in STAGE_OPS.items() if op in types), "network_and_rest")

@@ -244,7 +244,7 @@ def test_report_judges_our_whole_signature_against_the_references_at_every_batch
     assert "- batch 1: ours 0.500 ms, reference 1.000 ms: 0.50x (target ≤ 1.0): met." in text
     assert "- batch 32: ours 0.800 ms, reference 1.600 ms: 0.50x (target ≤ 1.0): met." in text
     assert "- batch 1024: ours 3.000 ms, reference 2.000 ms: 1.50x (target ≤ 1.0): **not met**." in text
-    assert "ours at batch 1 (0.40 ms) parse 50%, TFT layer 25%, network and the rest 25% (top op types there: " \
+    assert "ours at batch 1 (0.40 ms) parse 50%, function calls 25%, the other ops 25% (top op types there: " \
            "MatMul 15%, Cast 8%), at batch 1024 (0.40 ms) parse 50%" in text  # fmt: skip
     assert "; reference at batch 1 (0.40 ms) parse 50%" in text and "Const" not in text
     assert "`savedmodel_signature_session`" in text and "`reference_signature_session`" in text
