@@ -74,6 +74,10 @@ def _default_help(setting: Setting, run: str) -> str:
     return f"[default: {', else '.join(fallbacks)}]"
 
 
+def _click_type(option: Option) -> Any:
+    return click.Choice(option.choices) if option.kind == "choice" else _TYPES[option.kind]
+
+
 def _option(setting: Setting, option: Option, run: str) -> Callable[[Command], Command]:
     help_text = f"{option.help} {_default_help(setting, run)}".strip()
     name = param_name(setting)
@@ -81,8 +85,7 @@ def _option(setting: Setting, option: Option, run: str) -> Callable[[Command], C
         return click.option(option.flag, name, is_flag=True, help=option.help)
     if option.kind == "pairs":
         return click.option(option.flag, name, multiple=True, metavar="KEY=VALUE", help=help_text)
-    kind = click.Choice(option.choices) if option.kind == "choice" else _TYPES[option.kind]
-    return click.option(option.flag, name, type=kind, help=help_text)
+    return click.option(option.flag, name, type=_click_type(option), help=help_text)
 
 
 def declared_option(key: str, name: str, **extra: Any) -> Callable[[Command], Command]:
@@ -91,10 +94,9 @@ def declared_option(key: str, name: str, **extra: Any) -> Callable[[Command], Co
     setting = BY_KEY[key]
     option = setting.option
     assert option is not None, key
-    kind = click.Choice(option.choices) if option.kind == "choice" else _TYPES[option.kind]
     default = setting.default if setting.default_text == "" else None
     help_text = f"{extra.pop('help', option.help)} [default: {setting.default_shown}]".strip()
-    return click.option(option.flag, name, type=kind, default=default, help=help_text, **extra)
+    return click.option(option.flag, name, type=_click_type(option), default=default, help=help_text, **extra)
 
 
 def setting_options(*runs: str) -> Callable[[Command], Command]:

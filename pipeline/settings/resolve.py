@@ -9,6 +9,7 @@ built here from the resolved values and nowhere else.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ class Resolved:
 
 @dataclass(frozen=True)
 class ResolvedSettings:
-    """Every setting of one run, resolved, and the typed configs made from them."""
+    """Every setting of one run, resolved, and the typed configs made from them (each built once)."""
 
     run: str  # declared.LOCAL or declared.KUBEFLOW
     values: dict[str, Resolved]
@@ -77,25 +78,25 @@ class ResolvedSettings:
         """Raise :class:`SettingsError` where the resolved values do not make valid configs together."""
         _ = (self.hparams, self.dataset)
 
-    @property
+    @cached_property
     def model(self) -> ModelConfig:
         return self._build(ModelConfig, "model")
 
-    @property
+    @cached_property
     def serving(self) -> ServingConfig:
         return self._build(ServingConfig, "serving")
 
-    @property
+    @cached_property
     def gates(self) -> GateConfig:
         return self._build(GateConfig, "gates")
 
-    @property
+    @cached_property
     def hparams(self) -> TrainerHParams:
         """The trainer's hyperparameters with the resolved model and serving precision (not yet checked:
         ``model_choice.checked_hparams`` loads the model)."""
         return self._build(TrainerHParams, "trainer").replace(model=self.model, serving=self.serving)
 
-    @property
+    @cached_property
     def dataset(self) -> DatasetConfig:
         """The dataset config with the resolved gates, model and serving precision (one copy of each)."""
         try:
