@@ -20,6 +20,7 @@ from torchtfx.pipeline.eval_config import build_eval_config
 from torchtfx.pipeline.settings.bound import PipelineSettings
 
 PREPROCESSING_FN = "torchtfx.pipeline.preprocessing.preprocessing_fn"
+EVAL_EXTRACTORS_MODULE = "torchtfx.pipeline.eval_extractors"  # its custom_extractors: TFMA's, trimmed
 
 
 def _example_gen(data_root: str, dataset: DatasetConfig):
@@ -86,6 +87,7 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
         model=trainer.outputs["model"],
         baseline_model=champion.outputs["champion"],
         eval_config=build_eval_config(dataset, dataset.gates),
+        module_path=EVAL_EXTRACTORS_MODULE,
     ).with_id(contracts.EVALUATOR_ID)
     promoter = _promoter(settings, example_gen, statistics_gen, trainer, champion, evaluator)
     components = [example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform, trainer,

@@ -1,0 +1,142 @@
+"""The Evaluator's extractors: TFMA's, with each batch trimmed to the features the slices read. Compared with
+TFMA's own extractors on a real converted model, one model and a candidate against a baseline."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow_model_analysis as tfma
+import torch
+from tensorflow_model_analysis import constants
+from tfx.components.util import udf_utils
+
+from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
+from torchtfx.components.torch_trainer.modeling.zoo import mlp
+from torchtfx.pipeline import eval_extractors
+from torchtfx.pipeline.eval_config import build_eval_config
+from torchtfx.pipeline.eval_extractors import custom_extractors, read_features, trimmed
+from torchtfx.pipeline.pipeline import EVAL_EXTRACTORS_MODULE
+
+
+@pytest.fixture(scope="module")
+def serving_models(tmp_path_factory, tiny_taxi) -> list:
+    root, dirs = tmp_path_factory.mktemp("eval_extractors"), []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        model = train_briefly(mlp.build(tiny_taxi.layout.model_spec(), hidden_units=(8,), max_embedding_dim=4),
+                              tiny_taxi)  # fmt: skip
+        dirs.append(export_and_serve(tiny_taxi, model, root / f"{seed}.onnx", root / f"serving_{seed}"))
+    return dirs
+
+
+def _without_thresholds(config: tfma.EvalConfig) -> tfma.EvalConfig:
+    """The pipeline's config with its gates taken out: change thresholds need TFX's rubber stamp otherwise."""
+    for spec in config.metrics_specs:
+        spec.ClearField("thresholds")
+        spec.ClearField("per_slice_thresholds")
+        for metric in spec.metrics:
+            metric.ClearField("threshold")
+            metric.ClearField("per_slice_thresholds")
+    return config
+
+
+def _metrics(config, shared, examples, out, trim: bool) -> dict:
+    extractors = custom_extractors(shared, config) if trim else None
+    tfma.run_model_analysis(eval_shared_model=shared, eval_config=config, data_location=str(examples),
+                            file_format="tfrecords", output_path=str(out), extractors=extractors)  # fmt: skip
+    values = {}
+    for by_slice in tfma.load_metrics(str(out)):
+        for entry in by_slice.metric_keys_and_values:
+            values[(str(by_slice.slice_key), str(entry.key))] = entry.value
+    return values
+
+
+def _assert_same(ours: dict, tfmas: dict) -> None:
+    """Same slices and metric keys; the same values up to the order Beam combines partial sums in."""
+    assert ours.keys() == tfmas.keys()
+    for key, value in tfmas.items():
+        if value.HasField("double_value"):
+            mine, theirs = ours[key].double_value.value, value.double_value.value
+            assert math.isclose(mine, theirs, rel_tol=1e-9) or (math.isnan(mine) and math.isnan(theirs)), key
+        else:
+            assert ours[key] == value, key
+
+
+def test_trimmed_metrics_equal_tfmas_on_every_slice(serving_models, tiny_taxi, tmp_path):
+    config = _without_thresholds(build_eval_config(tiny_taxi.cfg, tiny_taxi.cfg.gates))
+    shared = tfma.default_eval_shared_model(eval_saved_model_path=str(serving_models[0]), eval_config=config)
+    tfmas = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "tfma", trim=False)
+    ours = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "ours", trim=True)
+    assert len({slice_key for slice_key, _ in tfmas}) > 10  # the overall slice and the dataset's slices
+    _assert_same(ours, tfmas)
+
+
+def test_trimmed_metrics_equal_tfmas_for_a_candidate_and_its_baseline(serving_models, tiny_taxi, tmp_path):
+    """Two models, as the Evaluator runs a candidate against the champion: TFMA keys features by model."""
+    config = _without_thresholds(build_eval_config(tiny_taxi.cfg, tiny_taxi.cfg.gates))
+    candidate = config.model_specs[0]
+    candidate.name = constants.CANDIDATE_KEY
+    baseline = config.model_specs.add()
+    baseline.CopyFrom(candidate)
+    baseline.name, baseline.is_baseline = constants.BASELINE_KEY, True
+    names = (constants.CANDIDATE_KEY, constants.BASELINE_KEY)
+    shared = [tfma.default_eval_shared_model(eval_saved_model_path=str(path), eval_config=config, model_name=name)
+              for path, name in zip(serving_models, names, strict=True)]  # fmt: skip
+    tfmas = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "tfma", trim=False)
+    ours = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "ours", trim=True)
+    assert any("diff" in str(key) for _, key in tfmas)  # the baseline's comparison metrics
+    _assert_same(ours, tfmas)
+
+
+def test_the_trim_runs_just_before_tfmas_unbatching(serving_models, tiny_taxi):
+    config = _without_thresholds(build_eval_config(tiny_taxi.cfg, tiny_taxi.cfg.gates))
+    shared = tfma.default_eval_shared_model(eval_saved_model_path=str(serving_models[0]), eval_config=config)
+    stages = [extractor.stage_name for extractor in custom_extractors(shared, config)]
+    trim = stages.index(eval_extractors.TRIM_STAGE_NAME)
+    assert stages[trim + 1] == "ExtractUnbatchedInputs"
+    assert stages.index("ExtractPredictions") < trim and stages.index("ExtractLabels") < trim
+
+
+def test_a_batch_keeps_labels_predictions_weights_and_the_sliced_features_alone():
+    batch = {
+        constants.INPUT_KEY: np.array([b"a", b"b"], dtype=object),
+        constants.FEATURES_KEY: {"payment_type": np.array([b"Cash", b"Card"]), "fare": np.array([1.0, 2.0])},
+        constants.TRANSFORMED_FEATURES_KEY: {
+            constants.CANDIDATE_KEY: {"fare_xf": np.array([0.1, 0.2]), "tips_xf": np.array([0, 1])},
+            constants.BASELINE_KEY: {"fare_xf": np.array([0.1, 0.2])},
+        },
+        constants.LABELS_KEY: np.array([0, 1]),
+        constants.PREDICTIONS_KEY: np.array([0.2, 0.9]),
+        constants.ARROW_RECORD_BATCH_KEY: "record batch",
+    }
+    out = trimmed(batch, frozenset({"payment_type", "tips_xf"}), per_model=True)
+    assert set(out) == set(batch) - {constants.INPUT_KEY}
+    assert set(out[constants.FEATURES_KEY]) == {"payment_type"}
+    assert out[constants.TRANSFORMED_FEATURES_KEY] == {
+        constants.CANDIDATE_KEY: {"tips_xf": batch[constants.TRANSFORMED_FEATURES_KEY]["candidate"]["tips_xf"]},
+        constants.BASELINE_KEY: {},
+    }
+    assert out[constants.LABELS_KEY] is batch[constants.LABELS_KEY]
+    single = trimmed({constants.TRANSFORMED_FEATURES_KEY: {"tips_xf": 1, "fare_xf": 2}}, frozenset({"tips_xf"}),
+                     per_model=False)  # fmt: skip
+    assert single == {constants.TRANSFORMED_FEATURES_KEY: {"tips_xf": 1}}
+
+
+def test_read_features_are_the_slices_keys_and_values_and_a_metrics_query_key():
+    config = tfma.EvalConfig(
+        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["hour"]),
+                       tfma.SlicingSpec(feature_values={"company": "A"})],
+        cross_slicing_specs=[tfma.CrossSlicingSpec(baseline_spec=tfma.SlicingSpec(feature_keys=["area"]),
+                                                   slicing_specs=[tfma.SlicingSpec(feature_keys=["day"])])],
+        metrics_specs=[tfma.MetricsSpec(query_key="session")],
+    )  # fmt: skip
+    assert read_features(config) == {"hour", "company", "area", "day", "session"}
+
+
+def test_the_evaluator_finds_the_hook_tfx_looks_up():
+    """TFX's Evaluator calls ``custom_extractors`` from its ``module_path`` and quietly uses TFMA's defaults when
+    the name does not resolve: a renamed module or function would lose the trim without an error."""
+    hook = udf_utils.try_get_fn({"module_path": EVAL_EXTRACTORS_MODULE}, "custom_extractors")
+    assert (hook.__module__, hook.__name__) == (custom_extractors.__module__, "custom_extractors")
