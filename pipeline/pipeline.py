@@ -79,6 +79,10 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
         custom_config={contracts.DATASET_CONFIG_KEY: dataset.to_json()},
         # Pre/post-transform statistics double Transform's Beam work and nothing here reads them.
         disable_statistics=True,
+        # TFT's analyzer cache serves a later run over some of the same spans; ours reads one span, and an
+        # unchanged Transform is skipped by ML Metadata's cache. Writing it took 3.5 s of Transform's 19 s on taxi
+        # (two interleaved runs each: 19.1 / 18.7 s with it, 15.6 / 14.7 s without).
+        disable_analyzer_cache=True,
     ).with_id(contracts.TRANSFORM_ID)
     transform.add_upstream_node(data_gate)
     trainer = _trainer(settings, example_gen, transform)
