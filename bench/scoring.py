@@ -13,15 +13,10 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
     import tensorflow_model_analysis as tfma
 
     from torchtfx.components.shared.evaluation_results import metric_values
-    from torchtfx.pipeline.eval_config import OVERALL, build_eval_config
+    from torchtfx.pipeline.eval_config import OVERALL, build_eval_config, without_gates
 
-    ours = build_eval_config(dataset, dataset.gates)
-    metrics_specs = [tfma.MetricsSpec() for _ in ours.metrics_specs]
-    for spec, our_spec in zip(metrics_specs, ours.metrics_specs, strict=True):
-        spec.CopyFrom(our_spec)
-        for metric in spec.metrics:  # the metrics without our gates: a lone model has no baseline to compare
-            metric.ClearField("threshold")
-            metric.ClearField("per_slice_thresholds")
+    # The metrics without our gates: a lone model has no baseline to compare with.
+    metrics_specs = without_gates(build_eval_config(dataset, dataset.gates)).metrics_specs
     eval_config = tfma.EvalConfig(model_specs=[model_spec], slicing_specs=[OVERALL], metrics_specs=metrics_specs)
     shared = tfma.default_eval_shared_model(eval_saved_model_path=str(model_dir), eval_config=eval_config)
     tfma.run_model_analysis(

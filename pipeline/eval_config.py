@@ -189,3 +189,15 @@ def build_eval_config(dataset: DatasetConfig, gates: GateConfig) -> tfma.EvalCon
         slicing_specs=[OVERALL] + [tfma.SlicingSpec(feature_keys=list(s)) for s in dataset.evaluation_slices],
         metrics_specs=build_metrics_specs(dataset, gates),
     )
+
+
+def without_gates(config: tfma.EvalConfig) -> tfma.EvalConfig:
+    """A copy of ``config`` whose metrics carry no thresholds (``build_eval_config`` puts them on the metrics
+    alone): a model scored outside the pipeline, with no champion to compare with and nothing to bless."""
+    ungated = tfma.EvalConfig()
+    ungated.CopyFrom(config)
+    for spec in ungated.metrics_specs:
+        for metric in spec.metrics:
+            metric.ClearField("threshold")
+            metric.ClearField("per_slice_thresholds")
+    return ungated

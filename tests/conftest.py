@@ -73,3 +73,16 @@ def tiny_payment(tmp_path_factory, taxi_csv) -> TinyTaxi:
 def tiny_tips(tmp_path_factory, taxi_csv) -> TinyTaxi:
     """Regression: the tip in dollars, trained on log1p."""
     return _tiny(tmp_path_factory, load_dataset_config("taxi_tips"), taxi_csv)
+
+
+@pytest.fixture
+def taxi_pipeline(tmp_path, taxi_cfg):
+    """The pipeline ``create_pipeline`` builds for the taxi dataset with default hyperparameters (not run)."""
+    from torchtfx.components.torch_trainer.hparams import TrainerHParams
+    from torchtfx.pipeline.pipeline import create_pipeline
+    from torchtfx.pipeline.settings.bound import PipelineSettings
+
+    return create_pipeline(PipelineSettings(
+        dataset=taxi_cfg, hparams=TrainerHParams(), pipeline_root=str(tmp_path / "root"), data_root=str(tmp_path),
+        serving_model_dir=str(tmp_path / "serving"), mlflow_tracking_uri="sqlite:///x.db",
+    ))  # fmt: skip

@@ -12,7 +12,7 @@ from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.metrics import EVALUATED
 from torchtfx.data.config.task import BINARY
-from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, build_eval_config
+from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, build_eval_config, without_gates
 from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
 
 TFMA_CLASS = {ours: tfma_class for tfma_class, ours in FROM_HISTOGRAM.items()}
@@ -364,3 +364,15 @@ def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gate
     frame["prediction"] = np.clip(frame.prediction * 2, 0, 1)
     _, failed = _computed(load_dataset_config("taxi"), GateConfig(), frame, tmp_path / "twice")
     assert "calibration" in failed
+
+
+def test_without_gates_is_a_copy_with_the_same_metrics_and_no_thresholds(taxi_cfg):
+    gated = build_eval_config(taxi_cfg, taxi_cfg.gates)
+    before = gated.SerializeToString()
+    ungated = without_gates(gated)
+    assert gated.SerializeToString() == before  # the pipeline's config is left as it was
+    metrics = [m for spec in ungated.metrics_specs for m in spec.metrics]
+    assert [m.class_name for m in metrics] == [m.class_name for spec in gated.metrics_specs for m in spec.metrics]
+    assert any(m.HasField("threshold") or m.per_slice_thresholds for spec in gated.metrics_specs for m in spec.metrics)
+    assert not any(m.HasField("threshold") or m.per_slice_thresholds for m in metrics)
+    assert ungated.model_specs == gated.model_specs and ungated.slicing_specs == gated.slicing_specs

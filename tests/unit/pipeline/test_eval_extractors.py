@@ -15,7 +15,7 @@ from tfx.components.util import udf_utils
 from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
 from torchtfx.pipeline import eval_extractors
-from torchtfx.pipeline.eval_config import build_eval_config
+from torchtfx.pipeline.eval_config import build_eval_config, without_gates
 from torchtfx.pipeline.eval_extractors import custom_extractors, read_features, trimmed
 from torchtfx.pipeline.pipeline import EVAL_EXTRACTORS_MODULE
 
@@ -28,15 +28,9 @@ def serving_model(tmp_path_factory, tiny_taxi):
     return export_and_serve(tiny_taxi, model, root / "model.onnx", root / "serving")
 
 
-def _without_thresholds(config: tfma.EvalConfig) -> tfma.EvalConfig:
-    """The pipeline's config with its gates taken out: change thresholds need TFX's rubber stamp otherwise."""
-    for spec in config.metrics_specs:
-        spec.ClearField("thresholds")
-        spec.ClearField("per_slice_thresholds")
-        for metric in spec.metrics:
-            metric.ClearField("threshold")
-            metric.ClearField("per_slice_thresholds")
-    return config
+def _ungated(tiny) -> tfma.EvalConfig:
+    """The pipeline's config without its gates: change thresholds need TFX's rubber stamp otherwise."""
+    return without_gates(build_eval_config(tiny.cfg, tiny.cfg.gates))
 
 
 def _metrics(config, shared, examples, out, trim: bool) -> dict:
@@ -62,7 +56,7 @@ def _assert_same(ours: dict, tfmas: dict) -> None:
 
 
 def test_trimmed_metrics_equal_tfmas_on_every_slice(serving_model, tiny_taxi, tmp_path):
-    config = _without_thresholds(build_eval_config(tiny_taxi.cfg, tiny_taxi.cfg.gates))
+    config = _ungated(tiny_taxi)
     shared = tfma.default_eval_shared_model(eval_saved_model_path=str(serving_model), eval_config=config)
     tfmas = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "tfma", trim=False)
     ours = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "ours", trim=True)
@@ -73,7 +67,7 @@ def test_trimmed_metrics_equal_tfmas_on_every_slice(serving_model, tiny_taxi, tm
 def test_trimmed_metrics_equal_tfmas_for_a_candidate_and_its_baseline(serving_model, tiny_taxi, tmp_path):
     """Two models, as the Evaluator runs a candidate against the champion: TFMA keys features by model (the
     same SavedModel twice here: what is checked is the extracts' shape, not which model wins)."""
-    config = _without_thresholds(build_eval_config(tiny_taxi.cfg, tiny_taxi.cfg.gates))
+    config = _ungated(tiny_taxi)
     candidate = config.model_specs[0]
     candidate.name = constants.CANDIDATE_KEY
     baseline = config.model_specs.add()
@@ -89,7 +83,7 @@ def test_trimmed_metrics_equal_tfmas_for_a_candidate_and_its_baseline(serving_mo
 
 
 def test_the_trim_runs_just_before_tfmas_unbatching(serving_model, tiny_taxi):
-    config = _without_thresholds(build_eval_config(tiny_taxi.cfg, tiny_taxi.cfg.gates))
+    config = _ungated(tiny_taxi)
     shared = tfma.default_eval_shared_model(eval_saved_model_path=str(serving_model), eval_config=config)
     stages = [extractor.stage_name for extractor in custom_extractors(shared, config)]
     trim = stages.index(eval_extractors.TRIM_STAGE_NAME)

@@ -5,18 +5,12 @@ from __future__ import annotations
 import pytest
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.pipeline.pipeline import EVAL_EXTRACTORS_MODULE, create_pipeline
-from torchtfx.pipeline.settings.bound import PipelineSettings
+from torchtfx.pipeline.pipeline import EVAL_EXTRACTORS_MODULE
 
 
 @pytest.fixture
-def components(tmp_path, taxi_cfg) -> dict:
-    pipeline = create_pipeline(PipelineSettings(
-        dataset=taxi_cfg, hparams=TrainerHParams(), pipeline_root=str(tmp_path / "root"), data_root=str(tmp_path),
-        serving_model_dir=str(tmp_path / "serving"), mlflow_tracking_uri="sqlite:///x.db",
-    ))  # fmt: skip
-    return {component.id: component for component in pipeline.components}
+def components(taxi_pipeline) -> dict:
+    return {component.id: component for component in taxi_pipeline.components}
 
 
 def test_transform_writes_neither_statistics_nor_an_analyzer_cache(components):

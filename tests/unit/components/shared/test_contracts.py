@@ -25,16 +25,8 @@ def test_pushed_model_properties_are_tfx_pushers():
     assert contracts.PUSHED_VERSION_PROPERTY == pusher_executor._PUSHED_VERSION_KEY
 
 
-def test_pipeline_node_ids_are_the_contracts(tmp_path, taxi_cfg):
-    from torchtfx.components.torch_trainer.hparams import TrainerHParams
-    from torchtfx.pipeline.pipeline import create_pipeline
-    from torchtfx.pipeline.settings.bound import PipelineSettings
-
-    pipeline = create_pipeline(PipelineSettings(
-        dataset=taxi_cfg, hparams=TrainerHParams(), pipeline_root=str(tmp_path / "root"), data_root=str(tmp_path),
-        serving_model_dir=str(tmp_path / "serving"), mlflow_tracking_uri="sqlite:///x.db",
-    ))  # fmt: skip
-    ids = {c.id for c in pipeline.components}
+def test_pipeline_node_ids_are_the_contracts(taxi_pipeline):
+    ids = {c.id for c in taxi_pipeline.components}
     named = {v for k, v in vars(contracts).items() if k.endswith("_ID") and isinstance(v, str)}
     assert ids == named
     assert set(contracts.MLFLOW_STEP_IDS) <= ids
