@@ -137,7 +137,7 @@ def _serving(work: Path, beam_workers: int) -> dict:
 
 
 def _trainer_root(work: Path, sizes: list[int]) -> Path:
-    """The largest scale run's Transform output when there is one (taxi's 10k rows train in a second)."""
+    """The smallest scale run there is, else the taxi run (taxi's 10k rows train in a second)."""
     for rows in sorted(sizes):
         if (work / f"ours_{rows}").exists():
             return work / f"ours_{rows}"

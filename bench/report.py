@@ -82,9 +82,9 @@ def _trainer_sections(results: dict) -> list[str]:
             "## 2. Trainer input path",
             "",
             f"{r['train_rows']} training rows, {r['epochs']} epochs per run, one worker, one thread. Materializing the "
-            f"Transform output took {r['materialize_seconds']:.1f} s.",
+            f"raw examples through the transform graph took {r['materialize_seconds']:.1f} s.",
             "",
-            "| | from Transform output | in memory (limit) |",
+            "| | from the examples (the Trainer's path) | in memory (limit) |",
             "|---|---:|---:|",
             f"| examples/s, whole run | {eps['transform_output']:.0f} | {eps['in_memory']:.0f} |",
         ]

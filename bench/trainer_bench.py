@@ -1,7 +1,8 @@
-"""Trainer benchmarks on a finished pipeline run's Transform output.
+"""Trainer benchmarks on what a finished pipeline run's Trainer read (ExampleGen's examples, Transform's graph).
 
-* input path: examples/s per epoch when training reads the Transform output (TFRecords -> columnar
-  arrays -> memory-mapped shards), against the same model and loop on tensors already in memory;
+* input path: examples/s per epoch when training reads the examples as the Trainer does (TFRecords through
+  the transform graph -> columnar arrays -> memory-mapped shards), against the same model and loop on tensors
+  already in memory;
 * DDP scaling: 1 worker against 2 workers (one thread each), real torchrun processes, by throughput and AUC.
 """
 
@@ -23,7 +24,7 @@ from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.materialize import materialize
+from torchtfx.components.torch_trainer.materialize import FeatureFn, materialize, through_transform_graph
 from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.worker.optimization import make_optimizer
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
@@ -37,23 +38,27 @@ V = TypeVar("V")
 
 @dataclasses.dataclass(frozen=True)
 class TransformOutput:
+    """What a finished run's Trainer read: Transform's graph and ExampleGen's raw examples of each split."""
+
     graph_uri: str
     split_uris: dict[str, str]
 
     @classmethod
     def of_run(cls, root: Path) -> TransformOutput:
-        transform = root / "tfx" / "Transform"
-        graphs = sorted((transform / "transform_graph").glob("*"))
-        examples = sorted((transform / "transformed_examples").glob("*"))
+        tfx_root = root / "tfx"
+        graphs = sorted((tfx_root / contracts.TRANSFORM_ID / "transform_graph").glob("*"))
+        examples = sorted((tfx_root / contracts.EXAMPLE_GEN_ID / "examples").glob("*"))
         if not graphs or not examples:
-            raise RuntimeError(f"no Transform output under {transform}")
+            raise RuntimeError(f"no Transform graph or ExampleGen examples under {tfx_root}")
         return cls(str(graphs[-1]), {s: str(examples[-1] / f"Split-{s}") for s in ("train", "eval")})
 
-    def layout_and_spec(self, dataset: DatasetConfig) -> tuple[FeatureLayout, dict]:
+    def layout_and_features(self, dataset: DatasetConfig) -> tuple[FeatureLayout, FeatureFn]:
+        """The model's layout, and the raw examples -> transformed features function the Trainer reads with."""
         import tensorflow_transform as tft
 
         output = tft.TFTransformOutput(self.graph_uri)
-        return layout_from_transform(dataset, output), output.transformed_feature_spec()
+        layout = layout_from_transform(dataset, output)
+        return layout, through_transform_graph(output, layout)
 
 
 def _job(data_dir: Path, work: Path, layout: FeatureLayout, hparams: TrainerHParams) -> TrainJob:
@@ -105,7 +110,7 @@ def _mean(values: list[float]) -> float:
 def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
     """Runs the two variants ``rounds`` times in mirrored order (A B B A)."""
     shutil.rmtree(work, ignore_errors=True)
-    layout, spec = transform.layout_and_spec(dataset)
+    layout, features = transform.layout_and_features(dataset)
     hparams = _fixed_epochs(epochs, num_workers=1)
     arrays = work / "arrays"
     per_epoch: dict[str, list[float]] = {"transform_output": [], "in_memory": []}
@@ -115,7 +120,7 @@ def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, e
     def from_transform_output(i: int) -> None:
         shutil.rmtree(arrays, ignore_errors=True)
         started = time.perf_counter()
-        counts.update(materialize(transform.split_uris, layout, spec, arrays).rows)
+        counts.update(materialize(transform.split_uris, layout, features, arrays).rows)
         materialize_seconds.append(time.perf_counter() - started)
         history = _train_in_process(_job(arrays, work / f"from_transform_{i}", layout, hparams), None)
         totals["transform_output"] += time.perf_counter() - started
@@ -128,7 +133,7 @@ def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, e
         totals["in_memory"] += time.perf_counter() - started
         per_epoch["in_memory"] += [h["examples_per_second"] for h in history]
 
-    # The first round reads the Transform output first because the in-memory variant loads the arrays it wrote.
+    # The first round reads the examples first because the in-memory variant loads the arrays it wrote.
     for i, variant in _mirrored((from_transform_output, from_memory), rounds):
         variant(i)
 
@@ -141,7 +146,7 @@ def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, e
         "rounds": rounds,
         "materialize_seconds": sum(materialize_seconds) / rounds,
         "examples_per_second_per_epoch": per_epoch,
-        # The whole cost of reading the Transform output (parse + columnar write + load), spread over the epochs.
+        # The whole cost of reading the examples (parse, transform graph, columnar write, load), over the epochs.
         "examples_per_second_overall": {k: rows / v for k, v in totals.items()},
         "ratio_overall": totals["in_memory"] / totals["transform_output"],
         "ratio_per_epoch": mean["transform_output"] / mean["in_memory"],
@@ -180,9 +185,9 @@ def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, 
     """Each variant ``rounds`` times in mirrored order (A B C D D C B A); throughput and AUC are the means
     over the rounds."""
     shutil.rmtree(work, ignore_errors=True)
-    layout, spec = transform.layout_and_spec(dataset)
+    layout, features = transform.layout_and_features(dataset)
     arrays = work / "arrays"
-    counts = materialize(transform.split_uris, layout, spec, arrays).rows
+    counts = materialize(transform.split_uris, layout, features, arrays).rows
     measured: dict[str, list[dict]] = {name: [] for name, _, _ in DDP_VARIANTS}
     for i, (name, workers, sync_every) in _mirrored(DDP_VARIANTS, rounds):
         hparams = _fixed_epochs(epochs, num_workers=workers, sync_every=sync_every)
@@ -215,14 +220,14 @@ def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, 
 
 
 def launch_choice(transform: TransformOutput, dataset: DatasetConfig, work: Path, rounds: int = 2) -> dict:
-    """Small data (a taxi run's Transform output): the Trainer's default settings, trained in the executor's
+    """Small data (a taxi run's examples): the Trainer's default settings, trained in the executor's
     process (what ``num_workers: auto`` picks below ``IN_PROCESS_MAX_TRAIN_ROWS``) against 2 DDP workers under
     torchrun; wall time with process start, in mirrored rounds."""
     from torchtfx.components.torch_trainer.worker.in_process import run_in_process
 
     shutil.rmtree(work, ignore_errors=True)
-    layout, spec = transform.layout_and_spec(dataset)
-    counts = materialize(transform.split_uris, layout, spec, work / "arrays").rows
+    layout, features = transform.layout_and_features(dataset)
+    counts = materialize(transform.split_uris, layout, features, work / "arrays").rows
     measured: dict[str, list[dict]] = {"in_process": [], "torchrun_2_workers": []}
     for i, name in _mirrored(tuple(measured), rounds):
         job = _job(work / "arrays", work / f"{name}_{i}", layout, TrainerHParams(use_gpu=False, num_workers=1))

@@ -1,5 +1,6 @@
-"""TorchTrainer: a TFX component that trains a PyTorch model with DDP on Transform's output, exports
-ONNX, converts it to a TF SavedModel carrying the TFT graph, and proves numeric parity."""
+"""TorchTrainer: a TFX component that trains a PyTorch model with DDP on ExampleGen's examples run through
+Transform's graph, exports ONNX, converts it to a TF SavedModel carrying the TFT graph, and proves numeric
+parity."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from torchtfx.components.torch_trainer.constants import (
     PARITY_TOLERANCE_KEY,
     PYTORCHJOB_KEY,
     TRANSFORM_GRAPH_KEY,
-    TRANSFORMED_EXAMPLES_KEY,
 )
 from torchtfx.components.torch_trainer.run_logs import log_root_for
 
@@ -30,7 +30,6 @@ from torchtfx.components.torch_trainer.run_logs import log_root_for
 class TorchTrainerSpec(types.ComponentSpec):
     INPUTS = {
         EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
-        TRANSFORMED_EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples),
         TRANSFORM_GRAPH_KEY: ChannelParameter(type=standard_artifacts.TransformGraph),
     }
     OUTPUTS = {
@@ -58,7 +57,6 @@ class TorchTrainer(base_component.BaseComponent):
     def __init__(
         self,
         examples: types.BaseChannel,
-        transformed_examples: types.BaseChannel,
         transform_graph: types.BaseChannel,
         dataset_config_json: str,
         hyperparameters_json: str,
@@ -73,7 +71,6 @@ class TorchTrainer(base_component.BaseComponent):
         deletes the failed execution's outputs); "" derives the root from the Model artifact's URI."""
         spec = TorchTrainerSpec(
             examples=examples,
-            transformed_examples=transformed_examples,
             transform_graph=transform_graph,
             model=types.Channel(type=standard_artifacts.Model),
             model_run=types.Channel(type=standard_artifacts.ModelRun),

@@ -3,7 +3,6 @@
 
 # Artifact keys
 EXAMPLES_KEY = "examples"
-TRANSFORMED_EXAMPLES_KEY = "transformed_examples"
 TRANSFORM_GRAPH_KEY = "transform_graph"
 MODEL_KEY = "model"
 MODEL_RUN_KEY = "model_run"

@@ -73,7 +73,6 @@ class Executor(base_executor.BaseExecutor):
     ) -> None:
         self._log_startup(input_dict, output_dict, exec_properties)
         raw = artifact_utils.get_single_instance(input_dict[keys.EXAMPLES_KEY])
-        transformed = artifact_utils.get_single_instance(input_dict[keys.TRANSFORMED_EXAMPLES_KEY])
         graph = artifact_utils.get_single_instance(input_dict[keys.TRANSFORM_GRAPH_KEY])
         model = artifact_utils.get_single_instance(output_dict[keys.MODEL_KEY])
         model_run = artifact_utils.get_single_instance(output_dict[keys.MODEL_RUN_KEY])
@@ -82,8 +81,7 @@ class Executor(base_executor.BaseExecutor):
         request = flow.TrainRequest(
             dataset=dataset,
             hparams=TrainerHParams.from_json(exec_properties[keys.HPARAMS_KEY]),
-            raw_eval_uri=_split_uri(raw, "eval"),
-            transformed_uris={split: _split_uri(transformed, split) for split in ("train", "eval")},
+            split_uris={split: _split_uri(raw, split) for split in ("train", "eval")},
             transform_graph_uri=graph.uri,
             model_uri=model.uri,
             serving_dir=path_utils.serving_model_dir(model.uri),

@@ -33,7 +33,7 @@ from torchtfx.components.torch_trainer.export.warmup import raw_examples, write_
 from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
 from torchtfx.components.torch_trainer.label_health import check_materialized_labels
-from torchtfx.components.torch_trainer.materialize import materialize
+from torchtfx.components.torch_trainer.materialize import materialize, through_transform_graph
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.run_logs import RunLogs
 from torchtfx.components.torch_trainer.trained_model import load_torch_model
@@ -48,8 +48,7 @@ logger = logging.getLogger(__name__)
 class TrainRequest:
     dataset: DatasetConfig
     hparams: TrainerHParams
-    raw_eval_uri: str  # raw tf.Examples of the eval split (parity runs on these)
-    transformed_uris: dict[str, str]  # split name -> Transform output directory
+    split_uris: dict[str, str]  # split name ("train", "eval") -> ExampleGen's raw tf.Examples of the split
     transform_graph_uri: str
     model_uri: str
     serving_dir: str  # the Model artifact's Format-Serving directory
@@ -66,6 +65,11 @@ class TrainRequest:
     # Where a failed run leaves its training log and last checkpoint summary (<pipeline root>/logs/<run id>;
     # run_logs.py); "": only in the ModelRun artifact, which TFX deletes when the execution fails.
     log_dir: str = ""
+
+    @property
+    def raw_eval_uri(self) -> str:
+        """The eval split's raw tf.Examples: parity, drift, warmup requests and the MLflow input example."""
+        return self.split_uris["eval"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,8 +160,8 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     (export_dir / contracts.LAYOUT_FILE).write_text(layout.to_json())
     # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
     data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
-    materialized = materialize(request.transformed_uris, layout, tft_output.transformed_feature_spec(), data_dir)
-    check_materialized_labels(data_dir, list(request.transformed_uris), layout, request.dataset)
+    materialized = materialize(request.split_uris, layout, through_transform_graph(tft_output, layout), data_dir)
+    check_materialized_labels(data_dir, list(request.split_uris), layout, request.dataset)
     seconds["materialize"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -260,7 +264,7 @@ def _routing(request: TrainRequest, tft_output, layout: FeatureLayout, onnx_path
     eval_dir = data_dir / "eval"
     if not eval_dir.is_dir():
         local = Path(request.work_dir) / "routing-arrays"
-        materialize({"eval": request.transformed_uris["eval"]}, layout, tft_output.transformed_feature_spec(), local)
+        materialize({"eval": request.raw_eval_uri}, layout, through_transform_graph(tft_output, layout), local)
         eval_dir = local / "eval"
     return routing_drift(onnx_path, eval_dir)
 

@@ -13,11 +13,19 @@ def components(taxi_pipeline) -> dict:
     return {component.id: component for component in taxi_pipeline.components}
 
 
-def test_transform_writes_neither_statistics_nor_an_analyzer_cache(components):
-    """Nothing reads them; the cache alone cost 3.5 s of Transform's 19 s on taxi (pipeline/pipeline.py)."""
+def test_transform_writes_only_its_graph(components):
+    """No statistics, analyzer cache or transformed examples: nothing reads the first two, and the Trainer runs
+    the raw examples through the graph (pipeline/pipeline.py, components/torch_trainer/materialize.py)."""
     transform = components[contracts.TRANSFORM_ID]
     assert transform.exec_properties["disable_statistics"] == 1
-    assert set(transform.outputs) == {"transform_graph", "transformed_examples"}  # no updated_analyzer_cache
+    assert set(transform.outputs) == {"transform_graph"}
+
+
+def test_the_trainer_reads_examplegens_examples_and_the_transform_graph(components):
+    inputs = components[contracts.TRAINER_ID].inputs
+    assert set(inputs) == {"examples", "transform_graph"}
+    assert inputs["examples"].producer_component_id == contracts.EXAMPLE_GEN_ID
+    assert inputs["transform_graph"].producer_component_id == contracts.TRANSFORM_ID
 
 
 def test_the_evaluator_runs_the_trimmed_extractors(components):

@@ -171,27 +171,11 @@ def _flights(tmp_path, extra: str = ""):
     return cfg, tft_output, helpers.transform_examples(tft_output, examples)
 
 
-def _write_transformed(xf: dict[str, np.ndarray], split_dir) -> None:
-    """Transform's output as the Trainer reads it: gzipped tf.Examples of the transformed features."""
-    split_dir.mkdir(parents=True)
-    with tf.io.TFRecordWriter(str(split_dir / "data-0.gz"), tf.io.TFRecordOptions(compression_type="GZIP")) as w:
-        for i in range(len(next(iter(xf.values())))):
-            example = tf.train.Example()
-            for key, values in xf.items():
-                value = values.reshape(-1)[i]
-                feature = example.features.feature[key]
-                if np.issubdtype(values.dtype, np.integer):
-                    feature.int64_list.value.append(int(value))
-                else:
-                    feature.float_list.value.append(float(value))
-            w.write(example.SerializeToString())
-
-
 def test_a_binary_row_without_its_label_input_is_refused_and_counted(tmp_path, caplog):
     """A cancelled flight (no arrival delay) used to be labelled 0, "on time", trained and evaluated as such.
     Now its weight is 0, and the Trainer's materialize step leaves it out and counts it."""
     from torchtfx.components.torch_trainer.features import layout_from_transform
-    from torchtfx.components.torch_trainer.materialize import materialize
+    from torchtfx.components.torch_trainer.materialize import materialize, through_transform_graph
 
     cfg, tft_output, xf = _flights(tmp_path)
     assert cfg.optional_label_columns == ("arr_delay",) and cfg.label_weight_key == "late_weight_xf"
@@ -201,9 +185,8 @@ def test_a_binary_row_without_its_label_input_is_refused_and_counted(tmp_path, c
 
     layout = layout_from_transform(cfg, tft_output)
     assert layout.label_weight == "late_weight_xf"
-    _write_transformed(xf, tmp_path / "transformed" / "Split-train")
-    spec = tft_output.transformed_feature_spec()
-    materialized = materialize({"train": str(tmp_path / "transformed" / "Split-train")}, layout, spec, tmp_path / "a")
+    graph = through_transform_graph(tft_output, layout)
+    materialized = materialize({"train": str(tmp_path / "Split-train")}, layout, graph, tmp_path / "a")
     assert materialized.rows == {"train": 9} and materialized.refused == {"train": 3}
     assert "3 of 12 rows refused for their label (a label column without a value; label.missing: negative" in (
         caplog.text

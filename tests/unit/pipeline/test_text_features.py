@@ -13,8 +13,11 @@ import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
+from torchtfx.components.torch_trainer.features import layout_from_transform
+from torchtfx.components.torch_trainer.materialize import materialize, through_transform_graph
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 from torchtfx.data.config.dataset import DatasetConfig, LabelRule
 from torchtfx.data.config.text import PADDING_ID, UNKNOWN_ID, TextFeature, model_vocab_size
 from torchtfx.pipeline import text_features
@@ -59,8 +62,8 @@ def _example(review: str | None, title: str | None, stars: int) -> bytes:
 class Run:
     """The raw rows, what Beam's analyze+transform wrote for them, and the saved transform graph."""
 
-    def __init__(self, rows: list[tuple], beam_out: list[dict], out: tft.TFTransformOutput, schema):
-        self.rows, self.beam_out, self.out = rows, beam_out, out
+    def __init__(self, rows: list[tuple], beam_out: list[dict], out: tft.TFTransformOutput, schema, cfg):
+        self.rows, self.beam_out, self.out, self.cfg = rows, beam_out, out, cfg
         self.spec = schema_utils.schema_as_feature_spec(schema).feature_spec
 
     def serve(self, rows: list[tuple]) -> dict[str, np.ndarray]:
@@ -86,7 +89,9 @@ def run(tmp_path_factory) -> Run:
             lambda inputs: transform(inputs, cfg)
         )
         _ = transform_fn | tft_beam.WriteTransformFn(str(root / "transform_graph"))
-    return Run(rows, beam_out, tft.TFTransformOutput(str(root / "transform_graph")), schema)
+    # TFX's Transform records the raw schema beside the graph; the Trainer parses raw examples with it.
+    metadata_io.write_metadata(metadata, str(root / "transform_graph" / tft.TFTransformOutput.RAW_METADATA_DIR))
+    return Run(rows, beam_out, tft.TFTransformOutput(str(root / "transform_graph")), schema, cfg)
 
 
 def test_training_and_serving_give_the_same_ids_and_buckets(run):
@@ -97,6 +102,25 @@ def test_training_and_serving_give_the_same_ids_and_buckets(run):
         np.testing.assert_array_equal(beam, served[key])
     for key in ("review_length_bucket", "title_length_bucket"):
         assert [row[key] for row in run.beam_out] == served[key].tolist()
+
+
+def test_the_trainers_token_id_arrays_are_what_beam_wrote(run, tmp_path):
+    """The Trainer runs the raw examples through the saved graph (Transform writes no transformed examples): its
+    arrays hold the ids and labels of Beam's analyze+transform, row for row."""
+    split = tmp_path / "Split-train"
+    split.mkdir()
+    with tf.io.TFRecordWriter(str(split / "data-0.gz"), tf.io.TFRecordOptions(compression_type="GZIP")) as writer:
+        for row in run.rows:
+            writer.write(_example(*row))
+    layout = layout_from_transform(run.cfg, run.out)
+
+    materialize({"train": str(split)}, layout, through_transform_graph(run.out, layout), tmp_path / "arrays")
+
+    arrays = ArraySplit.load(tmp_path / "arrays" / "train")
+    assert arrays.sequence_names == layout.sequences == ("review_xf", "title_xf")
+    for key, ids in zip(layout.sequences, arrays.sequences, strict=True):
+        np.testing.assert_array_equal(ids, np.stack([row[key] for row in run.beam_out]))
+    np.testing.assert_array_equal(arrays.label, [row[layout.label] for row in run.beam_out])
 
 
 def test_equivalent_spellings_get_the_same_ids(run):

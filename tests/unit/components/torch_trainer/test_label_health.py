@@ -86,7 +86,6 @@ def _published(tmp_path, monkeypatch, outcome: flow.TrainOutcome) -> metadata_st
     model = _artifact(standard_artifacts.Model, tmp_path / "TorchTrainer" / "model" / "3")
     inputs = {
         keys.EXAMPLES_KEY: [_artifact(standard_artifacts.Examples, tmp_path / "eg", ["train", "eval"])],
-        keys.TRANSFORMED_EXAMPLES_KEY: [_artifact(standard_artifacts.Examples, tmp_path / "tx", ["train", "eval"])],
         keys.TRANSFORM_GRAPH_KEY: [_artifact(standard_artifacts.TransformGraph, tmp_path / "graph")],
     }
     outputs = {keys.MODEL_KEY: [model], keys.MODEL_RUN_KEY: [_artifact(standard_artifacts.ModelRun, tmp_path / "r")]}

@@ -22,7 +22,7 @@ from torchtfx.data.config.serving import DriftLimits, ServingConfig
 def _request(tiny, root, precision: str) -> flow.TrainRequest:
     return flow.TrainRequest(
         dataset=tiny.cfg, hparams=TrainerHParams(serving=ServingConfig(precision=precision)),
-        raw_eval_uri=str(tiny.examples_dir), transformed_uris={}, transform_graph_uri="", model_uri=str(root),
+        split_uris={"eval": str(tiny.examples_dir)}, transform_graph_uri="", model_uri=str(root),
         serving_dir=str(root / "Format-Serving"), run_uri=str(root / "run"), work_dir=str(root / "work"),
         mlflow_tracking_uri="", mlflow_experiment="", mlflow_run_name="", mlflow_tags={}, parity_tolerance=1e-5,
     )  # fmt: skip

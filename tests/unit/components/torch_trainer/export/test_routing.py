@@ -151,7 +151,7 @@ def test_the_trainer_refuses_a_variant_whose_routing_flips_though_its_probabilit
     tiny_taxi.arrays.save(tmp_path / "arrays" / "eval")
     request = flow.TrainRequest(
         dataset=tiny_taxi.cfg, hparams=TrainerHParams(serving=ServingConfig(precision="fp16")),
-        raw_eval_uri=str(tiny_taxi.examples_dir), transformed_uris={}, transform_graph_uri="", model_uri=str(tmp_path),
+        split_uris={"eval": str(tiny_taxi.examples_dir)}, transform_graph_uri="", model_uri=str(tmp_path),
         serving_dir=str(tmp_path / "Format-Serving"), run_uri=str(tmp_path / "run"), work_dir=str(tmp_path / "work"),
         mlflow_tracking_uri="", mlflow_experiment="", mlflow_run_name="", mlflow_tags={}, parity_tolerance=1e-5,
     )  # fmt: skip
