@@ -187,16 +187,16 @@ def main(argv: list[str] | None = None) -> None:
         "serving": lambda: _serving(work, args.beam_workers),
         "scale": lambda: scale_bench.scale(args.scale_rows, work, args.beam_workers),
         "input_path": lambda: trainer_bench.input_path(
-            trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "input_path",
+            trainer_bench.TrainerInputs.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "input_path",
             args.trainer_epochs,
         ),
         "ddp": lambda: {
             **trainer_bench.ddp_scaling(
-                trainer_bench.TransformOutput.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
+                trainer_bench.TrainerInputs.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
                 args.trainer_epochs,
             ),
             "small_data": trainer_bench.launch_choice(
-                trainer_bench.TransformOutput.of_run(_our_taxi_run(work, args.beam_workers)), taxi, work / "launch"
+                trainer_bench.TrainerInputs.of_run(_our_taxi_run(work, args.beam_workers)), taxi, work / "launch"
             ),
         },
         # result name -> payload: zoo.json (built-in) and research_zoo.json (the corpus), as --zoo-set asks

@@ -107,6 +107,15 @@ def categorize(raw: str, rate_hz: int = RATE_HZ) -> dict:
     }
 
 
+def require_finished_run(log: Path) -> None:
+    """py-spy exits 0 whatever its child does (measured: ``torchtfx run`` refusing a missing --data-dir gave exit
+    code 0 and a 2 s "profile" of imports), so the run's own end-of-run report is the proof that it ran."""
+    text = log.read_text()
+    if not re.search(r"^Pipeline run \S+ finished in ", text, re.MULTILINE):
+        tail = "\n".join(text.splitlines()[-15:])
+        raise RuntimeError(f"torchtfx run under py-spy did not finish; nothing was written. Log {log}:\n{tail}")
+
+
 def profile_pipeline(root: Path, out: Path, name: str, data_dir: Path | None = None) -> dict:
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
@@ -119,6 +128,7 @@ def profile_pipeline(root: Path, out: Path, name: str, data_dir: Path | None = N
         command += ["--data-dir", str(data_dir)]
     process = run_measured(command, root.parent / f"{root.name}.log")
     require_success(process, "py-spy record of torchtfx run")
+    require_finished_run(Path(process.log))
     result = {"wall_seconds": process.wall_seconds, **categorize(raw_path.read_text())}
     (out / f"{name}.json").write_text(json.dumps(result, indent=2))
     return result

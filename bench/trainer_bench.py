@@ -37,14 +37,14 @@ V = TypeVar("V")
 
 
 @dataclasses.dataclass(frozen=True)
-class TransformOutput:
+class TrainerInputs:
     """What a finished run's Trainer read: Transform's graph and ExampleGen's raw examples of each split."""
 
     graph_uri: str
     split_uris: dict[str, str]
 
     @classmethod
-    def of_run(cls, root: Path) -> TransformOutput:
+    def of_run(cls, root: Path) -> TrainerInputs:
         tfx_root = root / "tfx"
         graphs = sorted((tfx_root / contracts.TRANSFORM_ID / "transform_graph").glob("*"))
         examples = sorted((tfx_root / contracts.EXAMPLE_GEN_ID / "examples").glob("*"))
@@ -107,10 +107,10 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
+def input_path(inputs: TrainerInputs, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
     """Runs the two variants ``rounds`` times in mirrored order (A B B A)."""
     shutil.rmtree(work, ignore_errors=True)
-    layout, features = transform.layout_and_features(dataset)
+    layout, features = inputs.layout_and_features(dataset)
     hparams = _fixed_epochs(epochs, num_workers=1)
     arrays = work / "arrays"
     per_epoch: dict[str, list[float]] = {"transform_output": [], "in_memory": []}
@@ -120,7 +120,7 @@ def input_path(transform: TransformOutput, dataset: DatasetConfig, work: Path, e
     def from_transform_output(i: int) -> None:
         shutil.rmtree(arrays, ignore_errors=True)
         started = time.perf_counter()
-        counts.update(materialize(transform.split_uris, layout, features, arrays).rows)
+        counts.update(materialize(inputs.split_uris, layout, features, arrays).rows)
         materialize_seconds.append(time.perf_counter() - started)
         history = _train_in_process(_job(arrays, work / f"from_transform_{i}", layout, hparams), None)
         totals["transform_output"] += time.perf_counter() - started
@@ -181,13 +181,13 @@ DDP_VARIANTS = (
 )
 
 
-def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
+def ddp_scaling(inputs: TrainerInputs, dataset: DatasetConfig, work: Path, epochs: int, rounds: int = 2) -> dict:
     """Each variant ``rounds`` times in mirrored order (A B C D D C B A); throughput and AUC are the means
     over the rounds."""
     shutil.rmtree(work, ignore_errors=True)
-    layout, features = transform.layout_and_features(dataset)
+    layout, features = inputs.layout_and_features(dataset)
     arrays = work / "arrays"
-    counts = materialize(transform.split_uris, layout, features, arrays).rows
+    counts = materialize(inputs.split_uris, layout, features, arrays).rows
     measured: dict[str, list[dict]] = {name: [] for name, _, _ in DDP_VARIANTS}
     for i, (name, workers, sync_every) in _mirrored(DDP_VARIANTS, rounds):
         hparams = _fixed_epochs(epochs, num_workers=workers, sync_every=sync_every)
@@ -219,15 +219,15 @@ def ddp_scaling(transform: TransformOutput, dataset: DatasetConfig, work: Path, 
     }
 
 
-def launch_choice(transform: TransformOutput, dataset: DatasetConfig, work: Path, rounds: int = 2) -> dict:
+def launch_choice(inputs: TrainerInputs, dataset: DatasetConfig, work: Path, rounds: int = 2) -> dict:
     """Small data (a taxi run's examples): the Trainer's default settings, trained in the executor's
     process (what ``num_workers: auto`` picks below ``IN_PROCESS_MAX_TRAIN_ROWS``) against 2 DDP workers under
     torchrun; wall time with process start, in mirrored rounds."""
     from torchtfx.components.torch_trainer.worker.in_process import run_in_process
 
     shutil.rmtree(work, ignore_errors=True)
-    layout, features = transform.layout_and_features(dataset)
-    counts = materialize(transform.split_uris, layout, features, work / "arrays").rows
+    layout, features = inputs.layout_and_features(dataset)
+    counts = materialize(inputs.split_uris, layout, features, work / "arrays").rows
     measured: dict[str, list[dict]] = {"in_process": [], "torchrun_2_workers": []}
     for i, name in _mirrored(tuple(measured), rounds):
         job = _job(work / "arrays", work / f"{name}_{i}", layout, TrainerHParams(use_gpu=False, num_workers=1))

@@ -53,6 +53,20 @@ def test_failed_command_is_reported_not_raised(tmp_path):
     assert "boom" in (tmp_path / "log.txt").read_text()
 
 
+def test_a_profiled_run_that_stopped_early_is_an_error_not_a_profile(tmp_path):
+    """py-spy exits 0 whatever its child does: the profile checks the run's own end-of-run report instead."""
+    from bench.profile import require_finished_run
+
+    torchtfx = str(Path(sys.executable).with_name("torchtfx"))
+    refused = run_measured([torchtfx, "run", "--data-dir", str(tmp_path / "missing"), "--pipeline-root",
+                            str(tmp_path / "root")], tmp_path / "refused.log")  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"(?s)did not finish.*does not exist"):
+        require_finished_run(Path(refused.log))
+    finished = tmp_path / "finished.log"
+    finished.write_text("Pipeline run 2026-12-06T04:10:54.801071 finished in 236.7 s\n  ChampionModel  COMPLETE\n")
+    require_finished_run(finished)
+
+
 def _reference_result(our_wall: float, auc: float) -> dict:
     stages = {"CsvExampleGen": 10.0, "Transform": 30.0, "Evaluator": 20.0}
     return {
