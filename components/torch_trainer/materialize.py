@@ -28,6 +28,7 @@ from torchtfx.components.torch_trainer.worker.shards import (
     DENSE_FILE,
     LABEL_FILE,
     ArraySplit,
+    id_dtype,
     sequence_file,
     write_sequence_names,
 )
@@ -152,6 +153,7 @@ def write_split(split_uri: str, layout: FeatureLayout, features: FeatureFn, out_
     out_dir.mkdir(parents=True, exist_ok=True)
     names = {"dense": DENSE_FILE, "categorical": CATEGORICAL_FILE, "label": LABEL_FILE}
     names.update({index: sequence_file(index) for index in range(len(layout.sequences))})
+    stored = stored_dtypes(layout)
     raw = {field: out_dir / f"{file}.raw" for field, file in names.items()}
     rows, refused, template = 0, 0, None
     with contextlib.ExitStack() as stack:
@@ -162,7 +164,7 @@ def write_split(split_uri: str, layout: FeatureLayout, features: FeatureFn, out_
                 continue
             _check_chunk(chunk, layout, split_uri, rows)
             for field, handle in files.items():
-                handle.write(np.ascontiguousarray(_column(chunk, field)).tobytes())
+                handle.write(np.ascontiguousarray(_column(chunk, field), stored.get(field)).tobytes())
             rows, template = rows + len(chunk), chunk
     if refused:
         logger.warning(
@@ -177,7 +179,7 @@ def write_split(split_uri: str, layout: FeatureLayout, features: FeatureFn, out_
     for field, file in names.items():
         column = _column(template, field)
         header = {
-            "descr": np.lib.format.dtype_to_descr(column.dtype),
+            "descr": np.lib.format.dtype_to_descr(stored.get(field, column.dtype)),
             "fortran_order": False,
             "shape": (rows, *column.shape[1:]),
         }
@@ -187,6 +189,14 @@ def write_split(split_uri: str, layout: FeatureLayout, features: FeatureFn, out_
         raw[field].unlink()
     write_sequence_names(out_dir, layout.sequences)
     return SplitRows(rows, refused)
+
+
+def stored_dtypes(layout: FeatureLayout) -> dict[str | int, np.dtype]:
+    """The id arrays' types on disk, by field: narrowed to their vocabularies (``id_dtype``). Chunks are checked
+    against the vocabularies (``_check_chunk``) before they are narrowed, so no id can wrap around."""
+    stored: dict[str | int, np.dtype] = {"categorical": id_dtype(layout.cardinalities)}
+    stored.update({i: id_dtype((size,)) for i, size in enumerate(layout.sequence_vocab_sizes)})
+    return stored
 
 
 def _column(chunk: ArraySplit, field: str | int) -> np.ndarray:

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from torchtfx.components.torch_trainer import materialize
 from torchtfx.components.torch_trainer.features import FeatureLayout
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.worker.shards import ArraySplit, id_dtype
 
 LAYOUT = FeatureLayout(dense=("a_xf", "b_xf"), embedded=("c_xf",), cardinalities=(5,), label="y")
 SPEC = {
@@ -60,13 +60,46 @@ def test_split_streams_in_chunks_into_loadable_arrays(tmp_path, monkeypatch):
     assert counts.rows == {"train": 50} and counts.refused == {"train": 0}
     split = ArraySplit.load(tmp_path / "arrays" / "train")
     assert split.dense.dtype == np.float32 and split.dense.shape == (50, 2)
-    assert split.categorical.dtype == np.int64 and split.categorical.shape == (50, 1)
+    assert split.categorical.dtype == np.int8 and split.categorical.shape == (50, 1)  # a vocabulary of 5 ids
     # Files are read in name order; within each, rows keep their order.
     expected = rows[0::2] + rows[1::2]
     np.testing.assert_array_equal(split.dense, np.array([(a, b) for a, b, _, _ in expected], np.float32))
     np.testing.assert_array_equal(split.categorical[:, 0], [c for _, _, c, _ in expected])
     np.testing.assert_array_equal(split.label, [y for *_, y in expected])
     assert not list((tmp_path / "arrays" / "train").glob("*.raw"))
+
+
+@pytest.mark.parametrize(
+    ("sizes", "dtype"),
+    [((5,), np.int8), ((128,), np.int8), ((129,), np.int16), ((5, 40_000), np.int32), ((2**31,), np.int32),
+     ((2**31 + 1,), np.int64), ((), np.int64)],
+)  # fmt: skip
+def test_ids_are_stored_in_the_narrowest_type_that_holds_the_largest_vocabulary(sizes, dtype):
+    assert id_dtype(sizes) == np.dtype(dtype)
+
+
+def test_narrowed_ids_reach_the_model_as_int64_with_their_values(tmp_path):
+    """An id past int8 (200 of 300) is stored as int16 and widened per batch unchanged; the worker's shard keeps
+    the narrow type (the memory this saves is the point)."""
+    layout = dataclasses.replace(LAYOUT, cardinalities=(300,))
+    rows = [(0.0, 0.0, c, 1) for c in (0, 127, 128, 200, 299)]
+    _write_examples(tmp_path / "Split-train", rows, files=1)
+
+    materialize.materialize({"train": str(tmp_path / "Split-train")}, layout, PARSE, tmp_path / "arrays")
+
+    split = ArraySplit.load(tmp_path / "arrays" / "train")
+    assert split.categorical.dtype == np.int16 and split.shard(0, 1, equal=True).categorical.dtype == np.int16
+    _, categorical = split.model_inputs()
+    assert categorical.dtype == np.int64 and categorical[:, 0].tolist() == [0, 127, 128, 200, 299]
+
+
+def test_an_id_outside_the_vocabulary_is_named_before_it_could_wrap_in_the_narrow_type(tmp_path):
+    """300 in a 5-id vocabulary would be 44 in int8: the check runs on the parsed int64 ids."""
+    rows = _rows(6)
+    rows[3] = (0.0, 0.0, 300, 1)
+    _write_examples(tmp_path / "Split-train", rows)
+    with pytest.raises(ValueError, match=r"c_xf has ids in \[0, 300\].*vocabulary has 5 entries"):
+        materialize.materialize({"train": str(tmp_path / "Split-train")}, LAYOUT, PARSE, tmp_path / "arrays")
 
 
 def test_an_id_outside_the_vocabulary_is_named(tmp_path, monkeypatch):
