@@ -62,7 +62,8 @@ class TreeRssSampler:
         for proc in procs:
             try:
                 info = proc.memory_full_info()  # /proc/PID/smaps_rollup: adds PSS to statm's fields
-                each[f"{proc.pid} {' '.join(proc.cmdline())[:120]}"] = info.rss
+                # The name too: a forked DDP worker keeps the agent's command line (cluster/agent.py names it).
+                each[f"{proc.pid} [{proc.name()}] {' '.join(proc.cmdline())[:120]}"] = info.rss
                 shared += info.shared
                 pss += info.pss
             except (psutil.NoSuchProcess, psutil.AccessDenied):

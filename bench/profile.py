@@ -71,8 +71,8 @@ def _process_kind(commands: list[str]) -> str:
         return "Beam DirectRunner workers"
     if "torchtfx.components.torch_trainer.worker.train" in innermost:
         return "DDP workers"
-    if "torch.distributed.run" in innermost:
-        return "torchrun agent"
+    if "torch.distributed.run" in innermost or "torch_trainer.cluster.agent" in innermost:
+        return "DDP agent and the workers it forks"
     return "pipeline process (LocalDagRunner + executors)"
 
 

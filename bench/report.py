@@ -479,7 +479,9 @@ def _process_label(name: str) -> str:
     """``pid command`` -> a short role name."""
     if "sdk_worker_main" in name:
         return "Beam worker"
-    if "torch.distributed.run" in name:
+    if "[ddp-rank" in name:
+        return "DDP worker"
+    if "torch.distributed.run" in name or "cluster.agent" in name:
         return "DDP launcher"
     if "--job" in name:
         return "DDP worker"

@@ -39,7 +39,8 @@ CPU_LOCAL_SGD_STEPS = 16
 CPU_WORKERS = 2
 # Below this, one worker in the executor's process beats two DDP workers under torchrun, whose start-up (its agent
 # and every worker import torch) outweighs the training it saves: make bench, DDP scaling, small data
-# (bench/results/README.md, section 3).
+# (bench/results/README.md, section 3). Measured with workers that each imported torch; the local agent now forks
+# them after its own import (cluster/agent.py), which starts them sooner: not measured again.
 IN_PROCESS_MAX_TRAIN_ROWS = 50_000
 
 

@@ -8,6 +8,7 @@ with nothing listening.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -21,7 +22,7 @@ import psutil
 import pytest
 
 from tests import helpers
-from torchtfx.components.torch_trainer.constants import WORKER_MODULE
+from torchtfx.components.torch_trainer.constants import AGENT_MODULE
 from torchtfx.data import synthetic_taxi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]
@@ -43,17 +44,24 @@ def sample(tmp_path_factory, taxi_csv) -> Path:
 
 
 def _training_processes(root: Path) -> list[psutil.Process]:
-    """This test's torchrun agent and DDP workers (their command lines name the job file under ``root``)."""
+    """This test's DDP agent and the workers it forked (their command lines are the agent's: they name the job
+    file under ``root``)."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if str(root) in cmd and (WORKER_MODULE in cmd or "torch.distributed.run" in cmd):
+        if str(root) in cmd and AGENT_MODULE in cmd:
             found.append(proc)
     return found
 
 
 def _workers(root: Path) -> list[psutil.Process]:
-    return [p for p in _training_processes(root) if "torch.distributed.run" not in " ".join(p.cmdline())]
+    """The forked workers: the agent names each ``ddp-rank<N>`` (cluster/agent.py)."""
+    workers = []
+    for proc in _training_processes(root):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if proc.name().startswith("ddp-rank"):
+                workers.append(proc)
+    return workers
 
 
 def _wait_for(condition, what: str, log: Path, proc: subprocess.Popen, timeout: float = 900) -> None:

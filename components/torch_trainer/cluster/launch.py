@@ -18,7 +18,7 @@ from pathlib import Path
 
 from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.cluster import lifeline
-from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
+from torchtfx.components.torch_trainer.constants import AGENT_MODULE, FATAL_FILE
 from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 
@@ -44,18 +44,15 @@ def ddp_workers(hp: TrainerHParams) -> int:
     )
 
 
-def torchrun_command(job_path: Path, job: TrainJob) -> list[str]:
+def agent_command(job_path: Path, job: TrainJob) -> list[str]:
+    """The local agent (cluster/agent.py: torchrun's elastic agent, the workers forked from it), behind a
+    lifeline; a restarted worker first checks the marker of a failure that restarting cannot cure (worker/fatal.py)."""
     hp = job.hparams
-    # A restarted worker first checks the marker of a failure that restarting cannot cure (worker/fatal.py).
-    worker = lifeline.wrap([sys.executable, "-u", "-m", WORKER_MODULE, "--job", str(job_path)],
-                           unless_exists=Path(job.run_dir) / FATAL_FILE)  # fmt: skip
+    marker = Path(job.run_dir) / FATAL_FILE
     return lifeline.wrap([
-        sys.executable, "-m", "torch.distributed.run",
-        "--standalone", "--nnodes=1",
-        f"--nproc-per-node={ddp_workers(hp)}",
-        f"--max-restarts={hp.max_restarts}",
-        # torchrun starts "python -u -m <module> <args>": here the lifeline, which execs the worker.
-        "-m", *worker[2:],
+        sys.executable, "-u", "-m", AGENT_MODULE,
+        f"--nproc-per-node={ddp_workers(hp)}", f"--max-restarts={hp.max_restarts}",
+        "--fatal-marker", str(marker), "--job", str(job_path),
     ])  # fmt: skip
 
 
@@ -90,7 +87,7 @@ def launch(job: TrainJob, job_path: Path, log_path: Path, shown_log: str | None 
     """Run the job; worker output goes to the logger and to ``log_path``. Raises on failure, naming
     ``shown_log`` (default ``log_path``) as the full log: where the log is kept after a failed run."""
     job.save(job_path)
-    command = torchrun_command(job_path, job)
+    command = agent_command(job_path, job)
     logger.info("Starting %s DDP workers: %s", ddp_workers(job.hparams), " ".join(command))
     tail: collections.deque[str] = collections.deque(maxlen=40)
     with log_path.open("w") as log:

@@ -3,14 +3,15 @@
 It asks the kernel for SIGKILL when its parent dies (``PR_SET_PDEATHSIG``), checks that the parent it was
 started by is still alive, then execs COMMAND: same process id, and the setting survives the exec.
 
-Why: the executor starts the torchrun agent, and the agent starts each DDP worker in a session of its own.
-When the pipeline process died (``kill -9``, the OOM killer) nothing signalled them: after ``make test-faults``
-two workers of about 680 MB each were still alive 35 minutes later, reparented to init. Each link (executor ->
-agent -> worker) starts through this module, so each process dies with the one that started it.
+Why: the executor starts the DDP agent in a session of its own (so that ending it ends its workers); when the
+pipeline process died (``kill -9``, the OOM killer) nothing signalled them: after ``make test-faults``
+two workers of about 680 MB each were still alive 35 minutes later, reparented to init. The agent starts through
+this module; the workers it forks arm the same signal in-process (``die_with_parent`` in cluster/agent.py), so
+each process dies with the one that started it.
 
 ``PR_SET_PDEATHSIG`` fires when the parent *thread* that forked the child ends, not the parent process. Both
-links are safe: the executor thread that starts the agent waits for it to end, and torchrun's agent starts
-(and restarts) its workers from its main thread.
+links are safe: the executor thread that starts the agent waits for it to end, and the elastic agent forks (and
+re-forks) its workers from its main thread.
 
 ``--unless-exists PATH``: when PATH exists, print it and exit 1 instead of starting COMMAND. The workers use it
 to stop at once after a failure that a restart would only repeat (see ``worker/fatal.py``).

@@ -1,4 +1,5 @@
-"""DDP worker: ``python -m torch.distributed.run ... -m torchtfx.components.torch_trainer.worker.train --job JOB``.
+"""DDP worker: forked by the local agent (cluster/agent.py), or started by ``torchrun ... -m
+torchtfx.components.torch_trainer.worker.train --job JOB`` in a PyTorchJob replica.
 
 Layout follows pytorch/examples' ddp-tutorial-series (multigpu_torchrun.py): setup, ``load_train_objs``, a
 Trainer given its model, data and optimizer, main. ``LOCAL_RANK`` picks the device; global rank 0 does every
@@ -269,7 +270,9 @@ def run(job: TrainJob) -> None:
     hp = job.hparams
     stop_after_nccl_timeout(job)
     ctx = setup(hp.use_gpu, hp.threads_per_worker, hp.collective_timeout, job.run_dir)
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s")
+    # force: a forked worker inherits the agent's logging handlers, which would make this call a no-op.
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s",
+                        force=True)  # fmt: skip
     for handler in logging.getLogger().handlers:  # torchrun tees this output into train.log: no user:password@
         handler.addFilter(RedactCredentials())
     try:

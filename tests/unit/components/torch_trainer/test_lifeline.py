@@ -80,18 +80,19 @@ def test_unless_exists_stops_before_starting_and_says_why(tmp_path):
     assert subprocess.run(command, capture_output=True, text=True, timeout=60).stdout == "started\n"
 
 
-def test_the_launch_command_puts_the_agent_and_every_worker_behind_a_lifeline(tmp_path):
-    from torchtfx.components.torch_trainer.cluster.launch import torchrun_command
-    from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
+def test_the_launch_command_puts_the_agent_behind_a_lifeline_and_names_the_fatal_marker(tmp_path):
+    """The agent starts through the lifeline; it forks the workers, which check the marker and arm their own
+    lifeline in-process (cluster/agent.py:worker, exercised by the DDP and fault tests)."""
+    from torchtfx.components.torch_trainer.cluster.launch import agent_command
+    from torchtfx.components.torch_trainer.constants import AGENT_MODULE, FATAL_FILE
     from torchtfx.components.torch_trainer.features import FeatureLayout
     from torchtfx.components.torch_trainer.hparams import TrainerHParams
     from torchtfx.components.torch_trainer.worker.job import TrainJob
 
     job = TrainJob(str(tmp_path / "data"), str(tmp_path / "model"), str(tmp_path / "run"),
-                   FeatureLayout(("a",), (), (), "y"), TrainerHParams(), "", "e", "r", {})  # fmt: skip
-    command = torchrun_command(tmp_path / "job.json", job)
-    assert command[:6] == [sys.executable, "-m", lifeline.MODULE, sys.executable, "-m", "torch.distributed.run"]
-    assert f"--max-restarts={TrainerHParams().max_restarts}" in command
-    worker = command[command.index("-m", 5) + 1 :]  # torchrun's "-m <module> <args>"
-    assert worker == [lifeline.MODULE, "--unless-exists", str(tmp_path / "run" / FATAL_FILE),
-                      sys.executable, "-u", "-m", WORKER_MODULE, "--job", str(tmp_path / "job.json")]  # fmt: skip
+                   FeatureLayout(("a",), (), (), "y"), TrainerHParams(num_workers=2), "", "e", "r", {})  # fmt: skip
+    command = agent_command(tmp_path / "job.json", job)
+    marker = str(tmp_path / "run" / FATAL_FILE)
+    assert command == [sys.executable, "-m", lifeline.MODULE, sys.executable, "-u", "-m", AGENT_MODULE,
+                       "--nproc-per-node=2", f"--max-restarts={TrainerHParams().max_restarts}",
+                       "--fatal-marker", marker, "--job", str(tmp_path / "job.json")]  # fmt: skip
