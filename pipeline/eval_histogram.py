@@ -8,17 +8,24 @@ examples, where the bucket update itself is about 2 us. Our binary metrics fill 
 calibration, accuracy, precision and recall share the 10,000-bucket one; the calibration plot has 100 buckets) on
 3 slices: six calls per example.
 
-``ScalarHistogramCombiner`` is TFMA's combiner (its buckets, merge and output, unchanged) with one shortcut in
+``ScalarHistogramCombiner`` is TFMA's combiner (its buckets and output unchanged) with one shortcut in
 ``add_input``: when TFMA's conversion would yield exactly one (label, prediction, weight) for the example and the
 label is 0 or 1, it updates the bucket from those three numbers, in TFMA's arithmetic, so the histogram is equal
 bit for bit. Anything else (a fractional or out-of-range label, a dict TFMA would search, sub-keys, class
 weights, strings) goes through TFMA's own ``add_input``, with its own errors.
+
+Its accumulators also travel packed (``compact``: bucket ids and sums as two numpy arrays, ``PackedHistogram``)
+and merge as arrays. TFMA's accumulator is a dict of one ``Bucket`` object per bucket: 10,000 buckets for each
+slice, and at 5M taxi rows (35 slices) Beam's local runner decoded every worker's accumulators into such objects
+in the pipeline process to group them: that process grew by 370 MiB at the end of the evaluation, and this was
+the 5M run's peak (measured, 2026-12-06). The merge adds the same float64 sums in the same order as TFMA's, so
+the histogram stays equal bit for bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 from tensorflow_model_analysis.metrics import calibration_histogram, metric_types
@@ -39,6 +46,45 @@ def _select(value: Any, *keys: str) -> Any:
         if key and isinstance(value, Mapping) and key in value:
             value = value[key]
     return value
+
+
+class PackedHistogram(NamedTuple):
+    """A calibration histogram's accumulator as arrays: the ids of the buckets TFMA would hold, ascending, and
+    their weighted labels, predictions and examples (float64 [n, 3])."""
+
+    ids: np.ndarray
+    sums: np.ndarray
+
+
+Accumulator = dict[int, Any] | PackedHistogram
+
+
+def pack(accumulator: Accumulator) -> PackedHistogram:
+    if isinstance(accumulator, PackedHistogram):
+        return accumulator
+    buckets = sorted(accumulator.values(), key=lambda b: b.bucket_id)
+    ids = np.array([b.bucket_id for b in buckets], np.int64)
+    sums = np.array([(b.weighted_labels, b.weighted_predictions, b.weighted_examples) for b in buckets], np.float64)
+    return PackedHistogram(ids, sums.reshape(-1, 3))
+
+
+def unpack(accumulator: Accumulator) -> dict[int, Any]:
+    """TFMA's own accumulator: a ``Bucket`` per id."""
+    if not isinstance(accumulator, PackedHistogram):
+        return accumulator
+    return {int(i): calibration_histogram.Bucket(int(i), *map(float, row))
+            for i, row in zip(accumulator.ids, accumulator.sums, strict=True)}  # fmt: skip
+
+
+def merge_packed(accumulators: Iterable[Accumulator], size: int) -> PackedHistogram:
+    """TFMA's merge (the first accumulator, then each next one's buckets added to it) on arrays of ``size``
+    buckets: the same float64 additions in the same order; a bucket no accumulator holds stays out."""
+    sums, held = np.zeros((size, 3), np.float64), np.zeros(size, bool)
+    for accumulator in map(pack, accumulators):
+        sums[accumulator.ids] += accumulator.sums
+        held[accumulator.ids] = True
+    ids = np.flatnonzero(held)
+    return PackedHistogram(ids, sums[ids])
 
 
 class ScalarHistogramCombiner(calibration_histogram._CalibrationHistogramCombiner):
@@ -78,7 +124,17 @@ class ScalarHistogramCombiner(calibration_histogram._CalibrationHistogramCombine
                 weight = given_weight
         return label, score, weight
 
-    def add_input(self, accumulator: dict[int, Any], element: metric_types.StandardMetricInputs) -> dict[int, Any]:
+    def compact(self, accumulator: Accumulator) -> PackedHistogram:
+        return pack(accumulator)
+
+    def merge_accumulators(self, accumulators: Iterable[Accumulator]) -> PackedHistogram:
+        return merge_packed(accumulators, self._num_buckets + 2)  # TFMA's buckets: num_buckets, under and over
+
+    def extract_output(self, accumulator: Accumulator) -> dict[metric_types.PlotKey, Any]:
+        return super().extract_output(unpack(accumulator))
+
+    def add_input(self, accumulator: Accumulator, element: metric_types.StandardMetricInputs) -> dict[int, Any]:
+        accumulator = unpack(accumulator)  # Beam may add to an accumulator it compacted
         example = self._scalar_example(element)
         if example is None:
             return super().add_input(accumulator, element)

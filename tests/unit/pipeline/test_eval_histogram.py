@@ -3,6 +3,9 @@ bit for bit where it takes its shortcut, TFMA's own path (and errors) everywhere
 
 from __future__ import annotations
 
+import pickle
+import tracemalloc
+
 import numpy as np
 import pytest
 import tensorflow_model_analysis as tfma
@@ -104,3 +107,67 @@ def test_bad_examples_raise_tfma_s_own_error(label, prediction, message):
 def test_other_computations_are_left_as_they_are():
     computations = tfma.metrics.ExampleCount().computations() + tfma.metrics.MeanLabel().computations()
     assert with_scalar_histograms(computations) == computations
+
+
+def _partials(combiner, elements, parts: int) -> list:
+    """Accumulators over ``parts`` interleaved slices of the elements (one empty), as bundles would fill them."""
+    partials = []
+    for part in range(parts):
+        accumulator = combiner.create_accumulator()
+        for element in elements[part::parts] if part else []:
+            accumulator = combiner.add_input(accumulator, element)
+        partials.append(accumulator)
+    return partials
+
+
+def _buckets(combiner, accumulator) -> list[tuple]:
+    (histogram,) = combiner.extract_output(accumulator).values()
+    return [(b.bucket_id, b.weighted_labels, b.weighted_predictions, b.weighted_examples) for b in histogram]
+
+
+@pytest.mark.parametrize("num_buckets", [10_000, 100])
+def test_packed_accumulators_merge_to_tfma_s_histogram_bit_for_bit_through_a_pickle(num_buckets):
+    """Beam compacts each bundle's accumulator, pickles it through the shuffle and merges; TFMA merges dicts."""
+    tfma_combiner, fast = _combiners(ONE_MODEL, example_weighted=True, num_buckets=num_buckets)
+    elements = _binary_examples(3000, weights=True)
+    shuffled = [pickle.loads(pickle.dumps(fast.compact(a))) for a in _partials(fast, elements, 4)]
+    merged = fast.merge_accumulators(iter(shuffled[:2]))  # merges of merges, as a combiner tree does
+    merged = fast.merge_accumulators(iter([merged, *shuffled[2:]]))
+    expected = tfma_combiner.merge_accumulators(iter(_partials(tfma_combiner, elements, 4)))
+    assert _buckets(fast, merged) == _buckets(tfma_combiner, expected)
+
+
+def test_an_example_added_after_compacting_counts_once():
+    tfma_combiner, fast = _combiners(ONE_MODEL)
+    elements = _binary_examples(500)
+    accumulator = fast.create_accumulator()
+    for element in elements[:300]:
+        accumulator = fast.add_input(accumulator, element)
+    accumulator = fast.compact(accumulator)
+    for element in elements[300:]:
+        accumulator = fast.add_input(accumulator, element)
+    assert _buckets(fast, accumulator) == _filled(tfma_combiner, elements)
+
+
+def _decoded_bytes(payload: bytes) -> int:
+    """Memory that unpickling ``payload`` allocates (its objects, as the grouping runner holds them)."""
+    tracemalloc.start()
+    try:
+        decoded = pickle.loads(payload)
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del decoded
+    return size
+
+
+def test_a_packed_10000_bucket_histogram_decodes_to_a_fraction_of_tfma_s():
+    """What Beam's local runner decodes in the pipeline process to group the accumulators, per slice (module
+    docstring of eval_histogram): 10,000 Bucket objects against two arrays."""
+    _, fast = _combiners(ONE_MODEL)
+    accumulator = fast.create_accumulator()
+    for element in _binary_examples(40_000):
+        accumulator = fast.add_input(accumulator, element)
+    assert len(accumulator) > 9_000  # nearly every bucket holds an example
+    packed, as_tfma = _decoded_bytes(pickle.dumps(fast.compact(accumulator))), _decoded_bytes(pickle.dumps(accumulator))
+    assert packed * 5 < as_tfma, (packed, as_tfma)
