@@ -3,12 +3,14 @@ DirectRunner in-process), so unit tests get a genuine transform graph without a 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import re
 from pathlib import Path
 
 import numpy as np
+import psutil
 import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
@@ -16,6 +18,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.utils import io_utils
 from tfx_bsl.public import tfxio
 
+from torchtfx.components.torch_trainer.constants import WORKER_PROCESS_NAME
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.shards import ArraySplit
@@ -176,3 +179,10 @@ class Diverging(nn.Module):
 def build(spec):
     return Diverging(spec)
 """
+
+
+def is_ddp_worker(proc: psutil.Process) -> bool:
+    """A DDP worker the local agent forked (it names each one; its command line is the agent's)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return proc.name().startswith(WORKER_PROCESS_NAME)
+    return False

@@ -22,6 +22,8 @@ DEFAULT_PARITY_TOLERANCE = 1e-5
 WORKER_MODULE = "torchtfx.components.torch_trainer.worker.train"
 # The local DDP agent, which forks the workers (cluster/agent.py); multi-node pods run torchrun with WORKER_MODULE.
 AGENT_MODULE = "torchtfx.components.torch_trainer.cluster.agent"
+# What the agent names each forked worker, followed by its rank (ps, top): its command line is the agent's.
+WORKER_PROCESS_NAME = "ddp-rank"
 # Files of a run directory written by the workers and read by the executor (besides those in contracts):
 # rank 0's summary of its last checkpoint (kept with the log after a failure), and the marker of a failure that
 # restarting the workers would repeat (worker/fatal.py).

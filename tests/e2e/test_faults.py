@@ -8,7 +8,6 @@ with nothing listening.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -55,13 +54,8 @@ def _training_processes(root: Path) -> list[psutil.Process]:
 
 
 def _workers(root: Path) -> list[psutil.Process]:
-    """The forked workers: the agent names each ``ddp-rank<N>`` (cluster/agent.py)."""
-    workers = []
-    for proc in _training_processes(root):
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if proc.name().startswith("ddp-rank"):
-                workers.append(proc)
-    return workers
+    """The workers the agent forked (it names them: cluster/agent.py)."""
+    return [proc for proc in _training_processes(root) if helpers.is_ddp_worker(proc)]
 
 
 def _wait_for(condition, what: str, log: Path, proc: subprocess.Popen, timeout: float = 900) -> None:

@@ -31,6 +31,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from torchtfx.components.torch_trainer.cluster import lifeline
+from torchtfx.components.torch_trainer.constants import WORKER_PROCESS_NAME
 from torchtfx.components.torch_trainer.worker import train
 
 _PR_SET_NAME = 15  # linux/prctl.h
@@ -70,7 +71,7 @@ def worker(job_path: str, fatal_marker: str) -> None:
         print(f"Not started: {marker} exists:\n{marker.read_text()}", file=sys.stderr, flush=True)
         sys.exit(1)
     lifeline.die_with_parent(int(os.environ.get(lifeline.PARENT_PID_ENV) or 0) or None)
-    name_process(f"ddp-rank{os.environ.get('RANK', '?')}")
+    name_process(f"{WORKER_PROCESS_NAME}{os.environ.get('RANK', '?')}")
     try:
         train.main(["--job", job_path])
     except Exception:

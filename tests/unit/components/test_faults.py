@@ -30,7 +30,7 @@ from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registr
 from torchtfx.components.tf_serving import layout, model_config
 from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.constants import FATAL_FILE, WORKER_MODULE
+from torchtfx.components.torch_trainer.constants import AGENT_MODULE, FATAL_FILE
 from torchtfx.components.torch_trainer.worker.checkpoint import save_atomic
 from torchtfx.components.torch_trainer.worker.job import TrainResult
 
@@ -135,22 +135,22 @@ def test_fault_checkpoint_write_dying_half_way_keeps_the_last_good_checkpoint(tm
 
 
 def _kill_a_worker_at_epoch(log: Path, epoch: int, job_path: Path, killed: list[int]) -> None:
-    """Wait for rank 0 to finish ``epoch``, then SIGKILL a worker process (not the torchrun agent)."""
+    """Wait for rank 0 to finish ``epoch``, then SIGKILL a worker process (not the agent)."""
     deadline = time.time() + 300
     while time.time() < deadline and not (log.exists() and f"epoch {epoch}/" in log.read_text()):
         time.sleep(0.05)
     for proc in psutil.process_iter(["cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if WORKER_MODULE in cmd and str(job_path) in cmd and "torch.distributed.run" not in cmd:
+        if AGENT_MODULE in cmd and str(job_path) in cmd and helpers.is_ddp_worker(proc):
             proc.kill()
             killed.append(proc.pid)
             return
 
 
 def test_fault_ddp_worker_sigkilled_mid_training_resumes_from_checkpoint(tmp_path, tiny_taxi):
-    """Real torchrun, 2 gloo workers, the default restart budget; one worker is SIGKILLed early in epoch 3. The
-    elastic agent restarts both; they resume from rank 0's last checkpoint, continue the same MLflow run at the
-    next step, and end where an uninterrupted run ends."""
+    """Real elastic agent, 2 forked gloo workers, the default restart budget; one worker is SIGKILLed early in
+    epoch 3. The agent restarts both; they resume from rank 0's last checkpoint, continue the same MLflow run at
+    the next step, and end where an uninterrupted run ends."""
     # ~1-2 s per epoch (train rows tiled), so the kill lands mid-training, not after it. No max_restarts: the
     # default must survive a worker's death.
     hparams = {"epochs": 5, "early_stopping_patience": 10, "batch_size": 256, "repeat_train": 150}
@@ -191,7 +191,7 @@ launch(TrainJob.load(Path(sys.argv[1])), Path(sys.argv[1]), Path(sys.argv[2]))
 
 def test_fault_the_agent_and_workers_die_with_a_sigkilled_launcher(tmp_path, tiny_taxi):
     """The process that runs launch() (the pipeline, in a real run) is SIGKILLed alone, as the OOM killer does,
-    while its workers train: the torchrun agent and both workers must die with it, not run on under init."""
+    while its workers train: the agent and both workers must die with it, not run on under init."""
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, epochs=50, early_stopping_patience=50, repeat_train=150)
     job_path, log = tmp_path / "job.json", tmp_path / "train.log"
     job.save(job_path)
@@ -203,8 +203,7 @@ def test_fault_the_agent_and_workers_die_with_a_sigkilled_launcher(tmp_path, tin
             assert launcher.poll() is None and time.time() < deadline, log.read_text() if log.exists() else ""
             time.sleep(0.1)
         descendants = psutil.Process(launcher.pid).children(recursive=True)
-        workers = [p for p in descendants if WORKER_MODULE in " ".join(p.cmdline())
-                   and "torch.distributed.run" not in " ".join(p.cmdline())]  # fmt: skip
+        workers = [p for p in descendants if helpers.is_ddp_worker(p)]
         assert len(workers) == 2 and len(descendants) == 3, [p.cmdline() for p in descendants]
         launcher.kill()
         launcher.wait()
