@@ -66,10 +66,7 @@ def name_process(name: str) -> None:
 def worker(job_path: str, fatal_marker: str) -> None:
     """One forked DDP worker: stop at once after a failure a restart would only repeat (worker/fatal.py), die
     with the agent, then train."""
-    marker = Path(fatal_marker)
-    if marker.exists():
-        print(f"Not started: {marker} exists:\n{marker.read_text()}", file=sys.stderr, flush=True)
-        sys.exit(1)
+    lifeline.exit_if_exists(Path(fatal_marker))
     lifeline.die_with_parent(int(os.environ.get(lifeline.PARENT_PID_ENV) or 0) or None)
     name_process(f"{WORKER_PROCESS_NAME}{os.environ.get('RANK', '?')}")
     try:

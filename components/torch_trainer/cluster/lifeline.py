@@ -53,12 +53,17 @@ def wrap(command: list[str], unless_exists: Path | None = None) -> list[str]:
     return [sys.executable, "-m", MODULE, *guard, *command]
 
 
+def exit_if_exists(stop: Path) -> None:
+    """Exit 1, printing ``stop``, when it exists: the marker of a failure a restart would only repeat."""
+    if stop.exists():
+        print(f"Not started: {stop} exists:\n{stop.read_text()}", file=sys.stderr, flush=True)
+        sys.exit(1)
+
+
 def main(argv: list[str]) -> None:
     if argv[:1] == ["--unless-exists"]:
-        stop, argv = Path(argv[1]), argv[2:]
-        if stop.exists():
-            print(f"Not started: {stop} exists:\n{stop.read_text()}", file=sys.stderr, flush=True)
-            sys.exit(1)
+        exit_if_exists(Path(argv[1]))
+        argv = argv[2:]
     die_with_parent(int(os.environ.get(PARENT_PID_ENV) or 0) or None)
     os.environ[PARENT_PID_ENV] = str(os.getpid())  # what COMMAND's own children check against
     os.execvp(argv[0], argv)
