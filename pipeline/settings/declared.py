@@ -89,7 +89,8 @@ _GATE_OPTIONS = {
 }
 _MODEL_HELP = (
     "Model factory: mlp, resnet, dcn, ft_transformer, with text features text_transformer, text_moe, text_cnn; "
-    "package.module:function or path/to/file.py:function."
+    "package.module:function or path/to/file.py:function. Default: mlp, text_transformer for a dataset with text "
+    "features."
 )
 
 

@@ -23,6 +23,11 @@ from torchtfx.pipeline.settings.declared import BY_KEY, LOCAL, settings_for
 from torchtfx.pipeline.settings.layers import DEFAULT, Layer, file_layer
 
 _MODEL_FACTORY, _MODEL_HPARAMS = "model.factory", "model.hparams"
+# The model a dataset with text features gets when no layer names one: the tabular default (mlp) takes no token
+# sequences and stopped the run at the model check. The zoo's text_transformer is what the shipped text dataset
+# (data/datasets/movie_reviews.yaml) names.
+TEXT_DEFAULT_MODEL = "text_transformer"
+TEXT_DEFAULT_SOURCE = f"{DEFAULT} (the dataset has text features)"
 
 
 class SettingsError(ConfigError):
@@ -112,10 +117,17 @@ def _first(key: str, layers: list[Layer]) -> Resolved:
     return Resolved(BY_KEY[key].default, DEFAULT)
 
 
-def _model_hparams(layers: list[Layer]) -> Resolved:
+def _default_factory(dataset: DatasetConfig) -> Resolved:
+    """The model when no layer names one: the declared default, or the text model for a dataset with text."""
+    if dataset.text:
+        return Resolved(TEXT_DEFAULT_MODEL, TEXT_DEFAULT_SOURCE)
+    return Resolved(BY_KEY[_MODEL_FACTORY].default, DEFAULT)
+
+
+def _model_hparams(layers: list[Layer], default_factory: str) -> Resolved:
     """The model's hyperparameters, merged key by key from the lowest layer up; a layer that names another
     factory starts over (hyperparameters given for one model mean nothing to another)."""
-    factory, merged = BY_KEY[_MODEL_FACTORY].default, dict(BY_KEY[_MODEL_HPARAMS].default)
+    factory, merged = default_factory, dict(BY_KEY[_MODEL_HPARAMS].default)
     sources: dict[str, str] = {}
     for layer in reversed(layers):
         named = layer.values.get(_MODEL_FACTORY, factory)
@@ -146,7 +158,10 @@ def resolve_settings(
     layers = [*upper, dataset_layer]
     values = {s.key: _first(s.key, layers) for s in settings_for(run)}
     values["dataset"] = dataset_name
-    values[_MODEL_HPARAMS] = _model_hparams(layers)
+    default_factory = _default_factory(dataset)
+    if values[_MODEL_FACTORY].source == DEFAULT:
+        values[_MODEL_FACTORY] = default_factory
+    values[_MODEL_HPARAMS] = _model_hparams(layers, default_factory.value)
     return ResolvedSettings(run, values, dataset)
 
 

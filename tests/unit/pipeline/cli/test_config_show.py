@@ -62,3 +62,13 @@ def test_help_texts_take_their_defaults_from_the_declarations():
     compile_help = " ".join(_run("compile", "--help").output.split())
     assert "[default: pools.yaml's trainer.hyperparameters.epochs, else 12]" in compile_help
     assert "--beam-mode" not in compile_help
+
+
+def test_show_names_the_text_model_chosen_for_a_dataset_with_text_features(tmp_path):
+    data = tmp_path / "reviews.yaml"
+    text = (PROJECT_ROOT / "data" / "datasets" / "movie_reviews.yaml").read_text()
+    data.write_text(text.replace("model:\n  factory: text_transformer\n", ""))
+    result = _run("config", "show", "--dataset", str(data))
+    assert result.exit_code == 0, result.output
+    line = _line(result.output, "model.factory")
+    assert line.split()[1] == "text_transformer" and line.endswith("default (the dataset has text features)")

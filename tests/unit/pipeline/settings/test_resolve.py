@@ -100,3 +100,27 @@ def test_every_setting_is_declared_once_with_its_typed_default():
     assert BY_KEY["trainer.epochs"].default == TrainerHParams().epochs
     assert BY_KEY["gates.auc_floor"].default == GateConfig().auc_floor
     assert all(LOCAL in s.runs for s in SETTINGS) and any(KUBEFLOW not in s.runs for s in SETTINGS)
+
+
+def _without_model(tmp_path: Path) -> Path:
+    """The shipped text dataset's YAML with its `model:` section left out."""
+    text = (PROJECT_ROOT / "data" / "datasets" / "movie_reviews.yaml").read_text()
+    path = tmp_path / "reviews.yaml"
+    path.write_text(text.replace("model:\n  factory: text_transformer\n", ""))
+    assert "model:" not in path.read_text()
+    return path
+
+
+def test_a_dataset_with_text_features_and_no_model_gets_the_text_model_by_default(tmp_path):
+    """The tabular default (mlp) takes no token sequences: the run stopped at the model check."""
+    data = _without_model(tmp_path)
+    resolved = resolve_settings(LOCAL, command_line_layer({"dataset": str(data)}))
+    assert resolved["model.factory"] == "text_transformer" == resolved.hparams.model.factory
+    assert resolved.values["model.factory"].source == "default (the dataset has text features)"
+    assert resolved.dataset.model.factory == "text_transformer"
+    hparams = resolve_settings(LOCAL, command_line_layer({"dataset": str(data), "model.hparams": {"dropout": 0.2}}))
+    assert hparams["model.factory"] == "text_transformer" and hparams["model.hparams"] == {"dropout": 0.2}
+    named = resolve_settings(LOCAL, command_line_layer({"dataset": str(data), "model.factory": "text_cnn"}))
+    assert named["model.factory"] == "text_cnn" and named.values["model.factory"].source == "command line: --model"
+    tabular = resolve_settings(LOCAL, command_line_layer({"dataset": "taxi"}))
+    assert tabular["model.factory"] == "mlp" and tabular.values["model.factory"].source == DEFAULT
