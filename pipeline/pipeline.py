@@ -12,10 +12,12 @@ from tfx.proto import example_gen_pb2
 from torchtfx.components.champion.component import ChampionModel
 from torchtfx.components.csv_input.component import checked_csv_example_gen
 from torchtfx.components.data_gate.component import DataGate
+from torchtfx.components.data_gate.label_classes import LabelClasses
 from torchtfx.components.promoter.component import Promoter
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.component import TorchTrainer
 from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.data.config.task import MULTICLASS
 from torchtfx.pipeline.eval_config import build_eval_config
 from torchtfx.pipeline.settings.bound import PipelineSettings
 
@@ -34,6 +36,7 @@ def _example_gen(data_root: str, dataset: DatasetConfig):
         output_config=output_config,
         schema_file=str(dataset.schema_path),
         missing_values=dataset.missing_values,
+        max_cell_chars=dataset.max_cell_chars,
     )
 
 
@@ -71,6 +74,7 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
         statistics=statistics_gen.outputs["statistics"],
         schema=schema_gen.outputs["schema"],
         baseline_statistics=champion.outputs["champion_statistics"],
+        label_classes=_label_classes(dataset),
     ).with_id(contracts.DATA_GATE_ID)
     transform = Transform(
         examples=example_gen.outputs["examples"],
@@ -141,3 +145,11 @@ def _promoter(settings: PipelineSettings, example_gen, statistics_gen, trainer, 
         serving_address=settings.serving_address or "",
         serving_load_timeout_s=settings.serving_load_timeout_s,
     ).with_id(contracts.PROMOTER_ID)
+
+
+def _label_classes(dataset: DatasetConfig) -> str | None:
+    """What the DataGate checks a multiclass label's num_classes with, before Transform (None for other tasks)."""
+    if dataset.task != MULTICLASS:
+        return None
+    label = dataset.label
+    return LabelClasses(label.column, label.num_classes, f"the dataset config {dataset.name!r}").to_json()

@@ -15,6 +15,7 @@ from torchtfx.components.data_gate import executor
 from torchtfx.components.data_gate.constants import (
     ANOMALIES_KEY,
     BASELINE_STATISTICS_KEY,
+    LABEL_CLASSES_KEY,
     SCHEMA_HINT_KEY,
     SCHEMA_KEY,
     STATISTICS_KEY,
@@ -29,7 +30,10 @@ class DataGateSpec(types.ComponentSpec):
         BASELINE_STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
     }
     OUTPUTS = {}
-    PARAMETERS = {SCHEMA_HINT_KEY: ExecutionParameter(type=str)}
+    PARAMETERS = {
+        SCHEMA_HINT_KEY: ExecutionParameter(type=str),
+        LABEL_CLASSES_KEY: ExecutionParameter(type=str, optional=True),
+    }
 
 
 class DataGate(base_component.BaseComponent):
@@ -43,15 +47,19 @@ class DataGate(base_component.BaseComponent):
         statistics: types.BaseChannel | None = None,
         schema: types.BaseChannel | None = None,
         baseline_statistics: types.BaseChannel | None = None,
+        label_classes: str | None = None,
     ) -> None:
         """``schema_hint`` names the curated schema file the error message points the user to. With
         ``statistics``, ``schema`` and ``baseline_statistics`` (the champion's training data), drift beyond
-        the schema's ``drift_comparator`` thresholds stops the run too."""
+        the schema's ``drift_comparator`` thresholds stops the run too. With ``label_classes`` (a multiclass
+        label: ``label_classes.LabelClasses`` JSON) and ``statistics``, a ``num_classes`` above the label's
+        distinct values in the train split stops it as well."""
         spec = DataGateSpec(
             anomalies=anomalies,
             schema_hint=schema_hint,
             statistics=statistics,
             schema=schema,
             baseline_statistics=baseline_statistics,
+            label_classes=label_classes,
         )
         super().__init__(spec=spec)

@@ -10,10 +10,11 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import artifact_utils
 from tfx.utils import io_utils
 
-from torchtfx.components.data_gate import anomalies, drift
+from torchtfx.components.data_gate import anomalies, drift, label_classes
 from torchtfx.components.data_gate.constants import (
     ANOMALIES_KEY,
     BASELINE_STATISTICS_KEY,
+    LABEL_CLASSES_KEY,
     SCHEMA_HINT_KEY,
     SCHEMA_KEY,
     STATISTICS_KEY,
@@ -31,6 +32,15 @@ def _drift(input_dict: dict[str, list[types.Artifact]]) -> list[str]:
     return drift.drift_lines(current[0].uri, baseline[0].uri, schema_proto)
 
 
+def _check_label_classes(input_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
+    """A multiclass label's num_classes against the train split's statistics (before Transform learns them)."""
+    label = exec_properties.get(LABEL_CLASSES_KEY)
+    statistics = input_dict.get(STATISTICS_KEY) or []
+    if label and statistics:
+        found = drift.load_split_statistics(statistics[0].uri, label_classes.LABEL_SPLIT)
+        label_classes.check(found, label_classes.LabelClasses.from_json(label))
+
+
 class Executor(base_executor.BaseExecutor):
     def Do(
         self,
@@ -45,3 +55,4 @@ class Executor(base_executor.BaseExecutor):
             for split in artifact_utils.decode_split_names(artifact.split_names)
         }
         anomalies.check(splits, exec_properties[SCHEMA_HINT_KEY], _drift(input_dict))
+        _check_label_classes(input_dict, exec_properties)

@@ -30,3 +30,14 @@ def test_the_trainer_reads_examplegens_examples_and_the_transform_graph(componen
 
 def test_the_evaluator_runs_the_trimmed_extractors(components):
     assert components[contracts.EVALUATOR_ID].exec_properties["module_path"] == EVAL_EXTRACTORS_MODULE
+
+
+def test_the_data_gate_checks_a_multiclass_label_s_classes_before_transform(components):
+    from torchtfx.components.data_gate.label_classes import LabelClasses
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.pipeline.pipeline import _label_classes
+
+    assert components[contracts.DATA_GATE_ID].exec_properties.get("label_classes") is None  # taxi is binary
+    dataset = load_dataset_config("taxi_payment")
+    checked = LabelClasses.from_json(_label_classes(dataset))
+    assert (checked.column, checked.num_classes) == (dataset.label.column, dataset.label.num_classes)
