@@ -35,8 +35,10 @@ class TrackingUnavailableError(RuntimeError):
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 REDACTED = "***"
-# user:password@ (or a token as the user) after a scheme; the value of a query parameter that names a secret.
-_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)[^/\s]*@", re.IGNORECASE)
+# user:password@ (or a token as the user) after a scheme, up to the token's LAST '@' (a password may hold an
+# unencoded '/', '#', '?' or '@'; an '@' later in a path or query costs only its host being hidden too), not for an
+# empty authority (sqlite:///, file:///); the value of a query parameter that names a secret.
+_USERINFO = re.compile(r"\b([a-z][a-z0-9+.-]*://)(?!/)\S*@", re.IGNORECASE)
 _SECRET_PARAMETER = re.compile(
     r"([?&;][^=&\s#]*(?:pass|pwd|token|secret|key|sig|credential|auth)[^=&\s#]*=)[^&\s#]+", re.IGNORECASE
 )
@@ -83,9 +85,10 @@ class RedactCredentials(logging.Filter):
 
 
 def identity_uri(uri: str) -> str:
-    """The tracking URI as a serving directory records it: no user:password@, no query or fragment (where
-    tokens go), and a sqlite or file store's path made absolute, so one store has one spelling."""
-    bare = _USERINFO.sub(r"\1", uri.split("#", 1)[0].split("?", 1)[0])
+    """The tracking URI as a serving directory records it (an identity of the registry, never a credential): no
+    user:password@ (cut at the last '@' first, so no part of a password holding '#', '?' or '/' survives), no query
+    or fragment (where tokens go), and a sqlite or file store's path made absolute, so one store has one spelling."""
+    bare = _USERINFO.sub(r"\1", uri).split("#", 1)[0].split("?", 1)[0]
     for scheme in ("sqlite:///", "file://"):
         if bare.startswith(scheme):
             return scheme + str(Path(bare[len(scheme) :]).resolve())

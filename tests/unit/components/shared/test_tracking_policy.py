@@ -15,6 +15,7 @@ from torchtfx.components.shared.mlflow_client import (
     RedactCredentials,
     TrackingUnavailableError,
     check_reachable,
+    identity_uri,
     redact,
     tracking_uri_or_none,
     unredact,
@@ -98,3 +99,37 @@ def test_the_log_filter_redacts_messages_and_tracebacks(caplog):
     text = caplog.text
     assert "s3cret" not in text and "hunter2" not in text
     assert "postgresql://***@db/mlflow" in text and "http://***@mlflow:5000/api" in text
+
+
+# A password holding every delimiter a URI's authority can be cut at; its pieces all start "Pw".
+PASSWORD = "Pw1/Pw2#Pw3@Pw4?Pw5:Pw6"
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown", "identity"),
+    [
+        ("http://user:pa/ss@host:5000", "http://***@host:5000", "http://host:5000"),
+        ("postgresql://u:p/w#x@h/db", "postgresql://***@h/db", "postgresql://h/db"),
+        ("http://u:p@ss@h:5000/x", "http://***@h:5000/x", "http://h:5000/x"),
+        ("http://u:p?ss@h:5000", "http://***@h:5000", "http://h:5000"),
+        ("http://u:p:ss@h:5000", "http://***@h:5000", "http://h:5000"),
+        (
+            f"http://user:{PASSWORD}@mlflow.internal:5000/",
+            "http://***@mlflow.internal:5000/",
+            "http://mlflow.internal:5000",
+        ),
+        (
+            f"postgresql://mlflow:{PASSWORD}@db.internal:5432/mlflow?sslmode=require",
+            "postgresql://***@db.internal:5432/mlflow?sslmode=require",
+            "postgresql://db.internal:5432/mlflow",
+        ),
+        ("sqlite:////runs/a@b/mlflow.db", "sqlite:////runs/a@b/mlflow.db", "sqlite:////runs/a@b/mlflow.db"),
+    ],
+)
+def test_a_password_holding_uri_delimiters_never_shows_in_messages_or_the_identity(uri, shown, identity):
+    """RFC 3986 ends userinfo at the authority's last '@'; a password with an unencoded '/', '#', '?', '@' or ':'
+    used to leak (redact stopped at '/', identity_uri cut at '#' first and wrote the rest to the binding file)."""
+    assert redact(uri) == shown and redact(shown) == shown
+    assert redact(f"API request to {uri}api/2.0/x failed") == f"API request to {shown}api/2.0/x failed"
+    assert identity_uri(uri) == identity
+    assert "Pw" not in redact(uri) + identity_uri(uri)
