@@ -10,6 +10,7 @@ from pathlib import Path
 from torchtfx.components.shared import contracts, evaluation_results
 from torchtfx.components.shared.evaluation_results import BASELINE_MODEL_NAME, OVERALL_SLICE, MetricValues
 from torchtfx.data.config import metrics
+from torchtfx.pipeline.reporting.one_class import UNDEFINED, undefined_aucs
 from torchtfx.pipeline.reporting.summary import RunSummary
 
 REPORT_FILE = "report.html"
@@ -57,9 +58,9 @@ def _plot_by_slice(slices, table, labels: tuple[str, ...], path: Path) -> None:
         shown = [s for s in slices if (s, metric) in table][:30]
         ys = range(len(shown))
         cells = [table[(s, metric)] for s in shown]
-        ax.barh([y + 0.2 for y in ys], [c.get("candidate", 0) for c in cells], 0.4, label="candidate")
+        ax.barh([y + 0.2 for y in ys], [_bar(c, "candidate") for c in cells], 0.4, label="candidate")
         if any("champion" in c for c in cells):
-            ax.barh([y - 0.2 for y in ys], [c.get("champion", 0) for c in cells], 0.4, label="champion")
+            ax.barh([y - 0.2 for y in ys], [_bar(c, "champion") for c in cells], 0.4, label="champion")
         ax.set_yticks(list(ys), shown)
         ax.invert_yaxis()
         ax.set(xlabel=metric, title=f"{metric} per slice")
@@ -69,6 +70,11 @@ def _plot_by_slice(slices, table, labels: tuple[str, ...], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def _bar(cell: dict[str, float], role: str) -> float:
+    """A bar's length; none (NaN) for an AUC the slice leaves undefined (TFMA's 0.0 would read as a value)."""
+    return float("nan") if UNDEFINED in cell else cell.get(role, 0)
 
 
 def _reliability_bins(buckets, bins: int = 10) -> tuple[list[float], list[float]]:
@@ -135,6 +141,8 @@ def _plot_losses(tracking_uri: str, run_id: str, path: Path, ylabel: str = "loss
 def _cell(cell: dict[str, float] | None, lower_is_better: bool = False) -> str:
     if not cell or "candidate" not in cell:
         return "<td></td>"
+    if UNDEFINED in cell:  # one class in the slice: TFMA's 0.0 is no AUC
+        return f"<td><small>{UNDEFINED}</small></td>"
     cand, champ = cell["candidate"], cell.get("champion")
     if champ is None or cand != cand or champ != champ:  # no champion, or NaN
         return f"<td>{cand:.4f}</td>"
@@ -173,7 +181,10 @@ def build_report(summary: RunSummary, pipeline_root: Path, tracking_uri: str) ->
     sections = [f"<h1>torchtfx run {html.escape(summary.run_id)}</h1>", _outcome_html(summary)]
     evaluation = summary.output(contracts.EVALUATOR_ID, "evaluation")
     if evaluation is not None:
-        slices, table = _metrics_table(evaluation_results.metric_values(evaluation.uri))
+        values = evaluation_results.metric_values(evaluation.uri)
+        slices, table = _metrics_table(values)
+        for key in undefined_aucs(evaluation.uri, values) & table.keys():
+            table[key][UNDEFINED] = float("nan")
         headline = _headline(table)
         if headline:
             # The file keeps its name for every task: links to it outlive a change of task.

@@ -125,3 +125,39 @@ def regression(root: Path) -> str:
         )
     )
     return write(root, values, [(OVERALL, failure(metric_key("mean_squared_error", is_diff=True), worse))])
+
+
+def analyzed(root: Path, task: str) -> str:
+    """TFMA's own results (``tfma.analyze_raw_data``, the task's metric specs without gates) on 60 rows sliced by
+    ``g``: binary slices ``neg`` (negatives only), ``pos`` (positives only) and ``mix``; multiclass slices ``one``
+    (class 0 only) and ``mix``."""
+    import numpy as np
+    import pandas as pd
+
+    from torchtfx.data.config.dataset import load_dataset_config
+    from torchtfx.data.config.gates import GateConfig
+    from torchtfx.pipeline.eval_config import build_metrics_specs
+
+    rng = np.random.default_rng(0)
+    dataset = load_dataset_config("taxi" if task == "binary" else "taxi_payment")
+    if task == "binary":
+        label = np.r_[np.zeros(20), np.ones(20), rng.random(20) < 0.5].astype(float)
+        frame = pd.DataFrame(
+            {"label": label, "prediction": rng.random(60), "g": ["neg"] * 20 + ["pos"] * 20 + ["mix"] * 20}
+        )
+    else:
+        k = dataset.label.num_classes
+        scores = rng.random((60, k))
+        scores = scores / scores.sum(1, keepdims=True)
+        label = np.r_[np.zeros(20, int), np.arange(40) % k]
+        frame = pd.DataFrame({"label": label, "prediction": list(scores), "g": ["one"] * 20 + ["mix"] * 40})
+    specs = build_metrics_specs(dataset, GateConfig())
+    for metric in (m for spec in specs for m in spec.metrics):  # no champion here: TFMA refuses change thresholds
+        del metric.per_slice_thresholds[:]
+    config = tfma.EvalConfig(
+        model_specs=[tfma.ModelSpec(label_key="label", prediction_key="prediction")],
+        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["g"])],
+        metrics_specs=specs,
+    )
+    tfma.analyze_raw_data(frame, config, output_path=str(root))
+    return str(root)

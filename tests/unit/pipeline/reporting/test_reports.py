@@ -3,6 +3,7 @@ change is coloured, which plots they draw; read from Evaluator outputs in TFMA's
 
 from __future__ import annotations
 
+import re
 import struct
 import types
 
@@ -155,3 +156,36 @@ def test_rows_refused_for_their_label_are_shown_in_the_console_and_the_html_repo
     line = "Rows refused for their label (neither trained on nor evaluated): eval 2, train 0"
     assert f"\n{line}\n" in capsys.readouterr().out
     assert f"<h2>Labels</h2><p>{line}</p>" in (tmp_path / "root" / "reports" / "run-1" / "report.html").read_text()
+
+
+def _cells(html_text: str) -> dict[tuple[str, str], str]:
+    """(slice, metric) -> the HTML table's cell text."""
+    rows = [re.findall(r"<t[hd]>(.*?)</t[hd]>", row) for row in html_text.split("<tr>")[1:]]
+    header = next(row for row in rows if row and row[0] == "slice")
+    body = [row for row in rows if row and row[0] != "slice"]
+    return {(row[0], metric): cell for row in body for metric, cell in zip(header[1:], row[1:], strict=False)}
+
+
+UNDEFINED_CASES = [
+    ("binary", {("g=neg", "auc"), ("g=neg", "auc_precision_recall"), ("g=pos", "auc")},
+     {("g=mix", "auc"), ("Overall", "auc"), ("g=pos", "auc_precision_recall")}),
+    ("multiclass", {("g=one", "auc(macro)")},
+     {("g=mix", "auc(macro)"), ("Overall", "auc(macro)"), ("g=one", "auc(micro)")}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("task", "undefined", "defined"), UNDEFINED_CASES)
+def test_an_auc_of_a_slice_holding_one_class_reads_undefined_not_tfma_s_zero(task, undefined, defined, tmp_path):
+    """TFMA 0.47 writes AUC 0.0 for a slice of one class (AUC-PR 0.0 without positives); the report showed
+    "0.0000"."""
+    from torchtfx.components.shared.evaluation_results import metric_values
+    from torchtfx.pipeline.reporting.one_class import UNDEFINED, undefined_aucs
+
+    uri = evaluations.analyzed(tmp_path / "tfma", task)
+    values = metric_values(uri)
+    assert all(values[(s, m, "", False)] in (0.0, 1.0) for s, m in undefined)  # what TFMA reports for them
+    found = undefined_aucs(uri, values)
+    assert undefined <= found and not defined & found
+    cells = _cells(_report(tmp_path, task, uri)[0])
+    assert all(cells[key] == f"<small>{UNDEFINED}</small>" for key in undefined)
+    assert all(re.fullmatch(r"\d\.\d{4}", cells[key]) for key in defined if key in cells)
