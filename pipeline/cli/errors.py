@@ -35,12 +35,20 @@ USER_ERRORS = (
 LIBRARY_FAILURES = (("torchtfx.components.converter.translator", "ConversionError"),)
 # Exit code of `torchtfx run` when the candidate was evaluated and rejected by a gate.
 REJECTED_EXIT_CODE = 3
+# Exit code of `torchtfx run` refused at its start because another run holds the pipeline root.
+BUSY_EXIT_CODE = 4
 UNEXPECTED_HINT = (
     "This is not an input problem torchtfx knows how to name, so it may be a bug: rerun with -v "
     "(`torchtfx -v ...`) to see the traceback, and include it when you report the problem."
 )
 
 Command = TypeVar("Command", bound=Callable)
+
+
+class BusyError(click.ClickException):
+    """Another run holds the pipeline root: refused at once, with the holder named."""
+
+    exit_code = BUSY_EXIT_CODE
 
 
 def is_stage_failure(err: BaseException) -> bool:

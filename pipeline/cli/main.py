@@ -14,7 +14,7 @@ import click
 from torchtfx.components.shared.mlflow_client import RedactCredentials, redact
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.pipeline.cli import console
-from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, reports_errors
+from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, BusyError, reports_errors
 from torchtfx.pipeline.cli.setting_options import given_settings, setting_options
 from torchtfx.pipeline.cli.stderr_relay import StderrRelay
 from torchtfx.pipeline.settings.declared import LOCAL
@@ -79,14 +79,22 @@ def cli(context: click.Context, verbose: bool) -> None:
 def run(**_options) -> None:
     """Run the whole pipeline locally (LocalDagRunner + Beam DirectRunner). Each setting is the option's, else
     the dataset YAML's, else the default (`torchtfx config show` lists them with their sources)."""
+    from torchtfx.pipeline.local.interrupt import on_interrupt
+    from torchtfx.pipeline.local.run_lock import RootBusyError
     from torchtfx.pipeline.local.runner import LocalSettings, run_local
     from torchtfx.pipeline.reporting.console import print_run_report
     from torchtfx.pipeline.settings.resolve import resolve_settings
 
     console.show_progress_only()  # stage lines, one progress line per long stage, warnings; no-op with -v
-    resolved = resolve_settings(LOCAL, given_settings(click.get_current_context(), LOCAL))
+    context = click.get_current_context()
+    resolved = resolve_settings(LOCAL, given_settings(context, LOCAL))
     settings = LocalSettings.from_resolved(resolved)
-    summary, wall = run_local(settings)
+    relay = context.find_root().obj
+    on_interrupt(settings.enable_cache, relay.stop if isinstance(relay, StderrRelay) else None)
+    try:
+        summary, wall = run_local(settings)
+    except RootBusyError as err:
+        raise BusyError(str(err)) from None
     if not print_run_report(summary, wall, settings):
         raise click.exceptions.Exit(REJECTED_EXIT_CODE)
 

@@ -3,6 +3,7 @@ MLflow under the pipeline root. Binds local paths and calls ``create_pipeline``.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import subprocess
 import time
@@ -34,7 +35,8 @@ from torchtfx.pipeline.beam_args import (
     with_dependency,
     worker_dependency_flag,
 )
-from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
+from torchtfx.pipeline.local.run_lock import run_lock
+from torchtfx.pipeline.reporting.summary import RunSummary, run_summary
 from torchtfx.pipeline.settings.bound import PipelineSettings
 from torchtfx.pipeline.settings.declared import DEFAULT_BEAM_WORKERS
 from torchtfx.pipeline.settings.resolve import ResolvedSettings
@@ -157,27 +159,48 @@ def _pipeline_settings(settings: LocalSettings) -> PipelineSettings:
     )
 
 
+def _own_run_id_runner(run_id: str):
+    """TFX's LocalDagRunner with the pipeline run id given here instead of drawn inside it, so that this run
+    reads back its own record (the newest one on the root may be another run's)."""
+    from tfx.dsl.compiler import constants
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+    from tfx.orchestration.portable import runtime_parameter_utils
+
+    class OwnRunIdRunner(LocalDagRunner):
+        def run_with_ir(self, pipeline, run_options=None):
+            bindings = {constants.PIPELINE_RUN_ID_PARAMETER_NAME: run_id}
+            runtime_parameter_utils.substitute_runtime_parameter(pipeline, bindings)  # TFX's own then finds none
+            return super().run_with_ir(pipeline, run_options=run_options)
+
+    return OwnRunIdRunner()
+
+
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
-    """Run the whole pipeline; returns the run's summary and its wall time in seconds."""
+    """Run the whole pipeline, holding the pipeline root's run lock; returns this run's summary and its wall time
+    in seconds. Another run on the root raises RootBusyError at once."""
+    csv_files(settings.input_dir)  # fail fast, by name, on a missing or empty input directory (before TF loads)
+    with run_lock(settings.root):  # the MLflow sqlite store is created and migrated under it
+        return _run_locked(settings)
+
+
+def _run_locked(settings: LocalSettings) -> tuple[RunSummary, float]:
     data_dir = settings.input_dir
-    csv_files(data_dir)  # fail fast, by name, on a missing or empty input directory (before TF loads)
     # Fail fast (seconds, not MLflow's minutes of retries) when the tracking server does not answer.
     tracking_uri_or_none(resolve_tracking_uri(settings.mlflow_default_uri), settings.mlflow_unreachable, "The run")
 
     from tfx.orchestration import metadata
-    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
     from torchtfx.pipeline.pipeline import create_pipeline
 
-    settings.root.mkdir(parents=True, exist_ok=True)
     (settings.root / "mlflow").mkdir(exist_ok=True)
     connection = metadata.sqlite_metadata_connection_config(str(settings.metadata_path))
     pipeline = create_pipeline(_pipeline_settings(settings), metadata_connection_config=connection)
     logger.info("Running %s on %s (pipeline root %s)", pipeline.pipeline_info.pipeline_name, data_dir, settings.root)
+    run_id = datetime.datetime.now().isoformat()  # TFX's own format for a local run id
     started = time.perf_counter()
-    LocalDagRunner().run(pipeline)
+    _own_run_id_runner(run_id).run(pipeline)
     wall = time.perf_counter() - started
-    summary = latest_run(connection)
+    summary = run_summary(connection, run_id)
     if summary is None:
-        raise RuntimeError(f"the run left no record in {settings.metadata_path}")
+        raise RuntimeError(f"the run {run_id} left no record in {settings.metadata_path}")
     return summary, wall

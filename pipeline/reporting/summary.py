@@ -123,12 +123,22 @@ def _outputs(store: metadata_store.MetadataStore, execution_ids: list[int]) -> d
 
 
 def latest_run(connection_config: metadata_store_pb2.ConnectionConfig) -> RunSummary | None:
-    """The newest pipeline run in the store, with per-node times and output artifacts."""
+    """The newest pipeline run in the store (``torchtfx report``), with per-node times and output artifacts."""
     store = metadata_store.MetadataStore(connection_config)
     runs = store.get_contexts_by_type("pipeline_run")
     if not runs:
         return None
-    run = max(runs, key=lambda c: c.create_time_since_epoch)
+    return _summary(store, max(runs, key=lambda c: c.create_time_since_epoch))
+
+
+def run_summary(connection_config: metadata_store_pb2.ConnectionConfig, run_id: str) -> RunSummary | None:
+    """The pipeline run ``run_id`` (the one this process started), never another run's newer record."""
+    store = metadata_store.MetadataStore(connection_config)
+    run = store.get_context_by_type_and_name("pipeline_run", run_id)
+    return None if run is None else _summary(store, run)
+
+
+def _summary(store: metadata_store.MetadataStore, run: metadata_store_pb2.Context) -> RunSummary:
     executions = sorted(store.get_executions_by_context(run.id), key=lambda e: e.create_time_since_epoch)
     names = _node_names(store)
     outputs = _outputs(store, [e.id for e in executions])
