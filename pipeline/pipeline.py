@@ -125,6 +125,7 @@ def _trainer(settings: PipelineSettings, example_gen, transform) -> TorchTrainer
         pytorchjob_json=settings.pytorchjob_json,
         mlflow_unreachable=settings.mlflow_unreachable,
         pipeline_root=settings.pipeline_root,
+        serving_batch_size=settings.batching.max_batch_size,
     ).with_id(contracts.TRAINER_ID)
 
 

@@ -22,6 +22,7 @@ from torchtfx.components.torch_trainer.constants import (
     MODEL_RUN_KEY,
     PARITY_TOLERANCE_KEY,
     PYTORCHJOB_KEY,
+    SERVING_BATCH_KEY,
     TRANSFORM_GRAPH_KEY,
 )
 from torchtfx.components.torch_trainer.run_logs import log_root_for
@@ -47,6 +48,7 @@ class TorchTrainerSpec(types.ComponentSpec):
         PYTORCHJOB_KEY: ExecutionParameter(type=str, optional=True),
         MLFLOW_POLICY_KEY: ExecutionParameter(type=str, optional=True),
         LOG_ROOT_KEY: ExecutionParameter(type=str, optional=True),
+        SERVING_BATCH_KEY: ExecutionParameter(type=int, optional=True),
     }
 
 
@@ -66,9 +68,12 @@ class TorchTrainer(base_component.BaseComponent):
         pytorchjob_json: str = "",
         mlflow_unreachable: str = FAIL_IF_UNREACHABLE,
         pipeline_root: str = "",
+        serving_batch_size: int = 0,
     ) -> None:
         """``pipeline_root``: a failed run's training log is kept in ``<pipeline_root>/logs/<run id>/`` (TFX
-        deletes the failed execution's outputs); "" derives the root from the Model artifact's URI."""
+        deletes the failed execution's outputs); "" derives the root from the Model artifact's URI.
+        ``serving_batch_size``: TF Serving's max_batch_size, one of the sizes the served model is checked at (0: the
+        batching default)."""
         spec = TorchTrainerSpec(
             examples=examples,
             transform_graph=transform_graph,
@@ -83,6 +88,7 @@ class TorchTrainer(base_component.BaseComponent):
                 PYTORCHJOB_KEY: pytorchjob_json,
                 MLFLOW_POLICY_KEY: mlflow_unreachable,
                 LOG_ROOT_KEY: log_root_for(pipeline_root),
+                SERVING_BATCH_KEY: serving_batch_size,
             },
         )
         super().__init__(spec=spec)

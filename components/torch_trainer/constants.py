@@ -15,6 +15,8 @@ PYTORCHJOB_KEY = "pytorchjob"
 # <pipeline root>/logs: where a failed run leaves its training log (run_logs.py); "" derives it from the Model
 # artifact's URI (LocalDagRunner's layout).
 LOG_ROOT_KEY = "log_root"
+# TF Serving's max_batch_size (the batching settings): the served model is also run at that batch size.
+SERVING_BATCH_KEY = "serving_batch_size"
 
 # Largest |SavedModel - PyTorch| probability difference on the eval split that the parity gate accepts.
 DEFAULT_PARITY_TOLERANCE = 1e-5

@@ -54,6 +54,11 @@ def _pytorchjob(text: str | None) -> PyTorchJobSettings | None:
     return PyTorchJobSettings.from_json(text, keys.PYTORCHJOB_KEY)
 
 
+def _serving_batch(value: int | None) -> dict[str, int]:
+    """TrainRequest's ``serving_batch_size`` where the pipeline set one (absent or 0: the batching default)."""
+    return {"serving_batch_size": int(value)} if value else {}
+
+
 def set_metric_properties(artifact: types.Artifact, prefix: str, metrics: dict[str, float]) -> None:
     """Each finite metric as a float property. ML Metadata's sqlite store puts a double into its SQL text, so
     NaN or inf fails the whole publish ("no such column: nan"); such a metric is left out, with a warning."""
@@ -100,6 +105,7 @@ class Executor(base_executor.BaseExecutor):
             parity_tolerance=float(exec_properties[keys.PARITY_TOLERANCE_KEY]),
             pytorchjob=_pytorchjob(exec_properties.get(keys.PYTORCHJOB_KEY)),
             unique_id=f"{run_id}-{execution_id}-{uuid.uuid4().hex}",
+            **_serving_batch(exec_properties.get(keys.SERVING_BATCH_KEY)),
             log_dir=run_log_dir(
                 exec_properties.get(keys.LOG_ROOT_KEY) or default_log_root(remote_uri(model.uri)), run_id, execution_id
             ),

@@ -1,4 +1,4 @@
-"""The TorchTrainer's steps, free of TFX glue: materialize -> DDP train -> convert -> parity gate."""
+"""The TorchTrainer's steps, free of TFX glue: materialize -> DDP train -> convert -> parity -> batch-size sweep."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ import torch
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
+from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.cluster.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
+from torchtfx.components.torch_trainer.export.batch_sweep import SweepReport, enforce_sweep, sweep_batch_sizes
 from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
 from torchtfx.components.torch_trainer.export.parity import ParityReport, enforce, measure_parity
 from torchtfx.components.torch_trainer.export.precision import (
@@ -65,6 +67,8 @@ class TrainRequest:
     # Where a failed run leaves its training log and last checkpoint summary (<pipeline root>/logs/<run id>;
     # run_logs.py); "": only in the ModelRun artifact, which TFX deletes when the execution fails.
     log_dir: str = ""
+    # TF Serving's max_batch_size (the batching settings): one of the batch sizes the served model is run at.
+    serving_batch_size: int = BatchingParams().max_batch_size
 
     @property
     def raw_eval_uri(self) -> str:
@@ -161,7 +165,9 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     # Multi-node replicas read the arrays from the shared volume; a local run keeps them in scratch space.
     data_dir = staging.data_dir if staging else Path(request.work_dir) / "arrays"
     materialized = materialize(request.split_uris, layout, through_transform_graph(tft_output, layout), data_dir)
-    check_materialized_labels(data_dir, list(request.split_uris), layout, request.dataset)
+    check_materialized_labels(
+        data_dir, list(request.split_uris), layout, request.dataset, request.hparams.class_weights
+    )
     seconds["materialize"] = time.perf_counter() - tick
 
     tick = time.perf_counter()
@@ -181,7 +187,9 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     model = load_torch_model(export_dir, layout, request.hparams)
     parity = measure_parity(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance)
     seconds["parity"] = time.perf_counter() - tick
-    precision = _finish_serving_model(request, tft_output, layout, export_dir, data_dir, parity, seconds)
+    sweep = _sweep(request, model, layout, parity, seconds)
+    passed = parity.passed and sweep.passed
+    precision = _finish_serving_model(request, tft_output, layout, export_dir, data_dir, passed, seconds)
     if result.mlflow_run_id:
         tracker = MlflowRun(request.mlflow_tracking_uri, result.mlflow_run_id)
         metrics = {
@@ -189,17 +197,31 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
             **(precision.drift.to_metrics() if precision.drift else {}),
         }
         tracker.log_metrics(metrics, step=result.epochs_run)
-        tracker.finish("FINISHED" if parity.passed else "FAILED")
+        tracker.finish("FINISHED" if passed else "FAILED")
     enforce(parity)
+    enforce_sweep(sweep)
     refused = materialized.refused if layout.label_weight else {}
     return TrainOutcome(result, parity, layout, seconds, converted, precision, refused)
 
 
-def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path, data_dir: Path,
-                          parity: ParityReport, seconds: dict[str, float]) -> PrecisionOutcome:  # fmt: skip
-    """After FP32 parity: the reduced-precision variant (if asked for and within the drift limits), then the
-    warmup requests and the MLflow Model, both of the final Format-Serving. Nothing for a model that failed."""
+def _sweep(request: TrainRequest, model, layout: FeatureLayout, parity: ParityReport,
+           seconds: dict[str, float]) -> SweepReport:  # fmt: skip
+    """After FP32 parity: ``serving_default`` at batch 1, uneven sizes and the serving batch (batch_sweep.py)."""
     if not parity.passed:
+        return SweepReport(())
+    tick = time.perf_counter()
+    sweep = sweep_batch_sizes(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance,
+                              request.serving_batch_size)  # fmt: skip
+    seconds["batch_sweep"] = time.perf_counter() - tick
+    return sweep
+
+
+def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path, data_dir: Path,
+                          passed: bool, seconds: dict[str, float]) -> PrecisionOutcome:  # fmt: skip
+    """After FP32 parity and the batch-size sweep: the reduced-precision variant (if asked for and within the drift
+    limits), then the warmup requests and the MLflow Model, both of the final Format-Serving. Nothing for a model
+    that failed."""
+    if not passed:
         return FP32
     tick = time.perf_counter()
     precision = reduced_precision(request, tft_output, layout, export_dir, data_dir)  # the gate compares with FP32

@@ -22,6 +22,12 @@ logger = logging.getLogger(__name__)
 
 # Below this many eval examples of a class, its metrics (AUC, per-class recall) are computed but noisy: a warning.
 NOISY_CLASS_EXAMPLES = 10
+# Below this share of the train split, a multiclass class gets a hint to set ``class_weights: balanced``. Under the
+# unweighted cross-entropy a class with 5% of the rows carries a twentieth of the loss, and a model that never
+# predicts it loses at most that; ``balanced`` (n / (K n_k)) gives every class the same total weight. 5% is the
+# share at which the usual imbalance guidance (e.g. scikit-learn's class_weight="balanced" examples) starts to
+# call a class rare; the hint costs nothing where it does not apply.
+RARE_CLASS_SHARE = 0.05
 
 
 class LabelHealthError(TrainingFailedError):
@@ -48,6 +54,20 @@ def _classes_problem(split: str, counts: np.ndarray, names: tuple[str, ...]) -> 
     present = int((counts > 0).sum())
     what = "one class" if present == 1 else f"no examples of class {', '.join(empty)}"
     return f"split '{split}' has {what} ({int(counts.sum())} examples: {listed})"
+
+
+def rare_class_hint(counts: np.ndarray, names: tuple[str, ...], label_name: str) -> str | None:
+    """The hint for a train split with classes under ``RARE_CLASS_SHARE`` of its rows (None where none is)."""
+    total = int(counts.sum())
+    rare = [(n, int(c)) for n, c in zip(names, counts, strict=True) if total and 0 < c < RARE_CLASS_SHARE * total]
+    if not rare:
+        return None
+    listed = ", ".join(f"class {n}: {c} of {total} ({c / total:.1%})" for n, c in rare)
+    return (
+        f"Label '{label_name}': rare in the train split: {listed}. The unweighted loss barely rewards predicting "
+        "them; set `class_weights: balanced` (--class-weights balanced, or "
+        "trainer.hyperparameters.class_weights in pools.yaml) to weigh each class by n / (K n_k)."
+    )
 
 
 def _regression_problem(split: str, target: np.ndarray) -> str | None:
@@ -77,9 +97,12 @@ def _why(task: str) -> str:
     return "A constant target teaches nothing, and the squared-correlation gate is undefined on it"
 
 
-def check_label_health(labels: dict[str, np.ndarray], layout: FeatureLayout, dataset: DatasetConfig) -> None:
+def check_label_health(
+    labels: dict[str, np.ndarray], layout: FeatureLayout, dataset: DatasetConfig, class_weights: str = "none"
+) -> None:
     """Raise :class:`LabelHealthError` naming every unhealthy split with its counts and the fix; warn about
-    eval classes with fewer than ``NOISY_CLASS_EXAMPLES`` examples."""
+    eval classes with fewer than ``NOISY_CLASS_EXAMPLES`` examples, and about rare train classes of a multiclass
+    label trained without ``class_weights`` (:func:`rare_class_hint`)."""
     name = dataset.label.name
     problems = []
     for split, values in labels.items():
@@ -92,6 +115,9 @@ def check_label_health(labels: dict[str, np.ndarray], layout: FeatureLayout, dat
         few = [f"{n}: {int(c)}" for n, c in zip(names, counts, strict=True) if 0 < c < NOISY_CLASS_EXAMPLES]
         if split == "eval" and few:
             logger.warning("Label '%s': few eval examples of class %s; its metrics will be noisy", name, ", ".join(few))
+        hint = rare_class_hint(counts, names, name) if layout.task == MULTICLASS and split == "train" else None
+        if hint and class_weights == "none":
+            logger.warning("%s", hint)
     problems = [p for p in problems if p]
     if problems:
         raise LabelHealthError(
@@ -102,7 +128,9 @@ def check_label_health(labels: dict[str, np.ndarray], layout: FeatureLayout, dat
         )
 
 
-def check_materialized_labels(data_dir: Path, splits: list[str], layout: FeatureLayout, dataset: DatasetConfig) -> None:
+def check_materialized_labels(
+    data_dir: Path, splits: list[str], layout: FeatureLayout, dataset: DatasetConfig, class_weights: str = "none"
+) -> None:
     """:func:`check_label_health` on the label arrays materialized under ``data_dir/<split>/``."""
     labels = {split: np.load(data_dir / split / LABEL_FILE, mmap_mode="r") for split in splits}
-    check_label_health(labels, layout, dataset)
+    check_label_health(labels, layout, dataset, class_weights)

@@ -80,6 +80,12 @@ _TRAINER_OPTIONS = {
     "detect_anomaly": Option(
         "--detect-anomaly", "flag", "torch.autograd anomaly detection: name the op where NaN appears."
     ),
+    "class_weights": Option(
+        "--class-weights",
+        "choice",
+        "Multiclass: balanced weighs class k by n / (K n_k) in the training loss (rare classes count more).",
+        ("none", "balanced"),
+    ),
 }
 # Declared on their own (model.*, serving.*): the dataset YAML holds them too.
 _TRAINER_NOT_DECLARED = ("model", "serving")

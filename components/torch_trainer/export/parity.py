@@ -56,7 +56,7 @@ class ParityReport:
         return f"up to {self.max_abs_diff:.3g}{relative} (mean {self.mean_abs_diff:.3g}) over {self.examples} rows"
 
 
-def _torch_outputs(net: ExportHead, transformed: dict, layout: FeatureLayout) -> np.ndarray:
+def torch_outputs(net: ExportHead, transformed: dict, layout: FeatureLayout) -> np.ndarray:
     rows = len(transformed[layout.label])
     dense = _stacked(transformed, layout.dense, rows, np.float32)
     categorical = _stacked(transformed, layout.embedded, rows, np.int64)
@@ -102,7 +102,7 @@ def measure_parity(
         for rows in length_groups(transformed, layout):
             examples = tf.gather(batch, rows)
             y_tf = serve(**{EXAMPLES_INPUT: examples})[output].numpy().reshape(-1).astype(np.float64)
-            y_torch = _torch_outputs(net, {k: v[rows] for k, v in transformed.items()}, layout)
+            y_torch = torch_outputs(net, {k: v[rows] for k, v in transformed.items()}, layout)
             diffs.append(np.abs(y_tf - y_torch.reshape(-1).astype(np.float64)))
             references.append(np.abs(y_torch.reshape(-1)))
     if not diffs:

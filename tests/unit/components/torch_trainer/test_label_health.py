@@ -126,3 +126,18 @@ def test_rows_refused_for_their_label_reach_the_model_artifact_and_the_run_summa
     summary = RunSummary("run-1", [], {contracts.TRAINER_ID: {"model": [stored]}})
     assert summary.label_refused == {"train": 7, "eval": 3}
     assert summary.refused_line == "Rows refused for their label (neither trained on nor evaluated): eval 3, train 7"
+
+
+def test_a_rare_train_class_gets_a_hint_to_balance_the_class_weights_unless_they_are(tiny_payment, caplog):
+    """Under 5% of the train split (RARE_CLASS_SHARE): the unweighted loss barely rewards predicting it."""
+    skewed = {"train": np.array([0] * 500 + [1] * 450 + [2] * 20, np.float32), "eval": np.repeat([0, 1, 2], 20)}
+    even = {"train": np.repeat([0, 1, 2], 100).astype(np.float32), "eval": np.repeat([0, 1, 2], 20)}
+    hint = "set `class_weights: balanced` (--class-weights balanced"
+    with caplog.at_level(logging.WARNING):
+        check_label_health(skewed, tiny_payment.layout, tiny_payment.cfg)
+    assert "rare in the train split: class 2 (No Charge): 20 of 970 (2.1%)" in caplog.text and hint in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        check_label_health(even, tiny_payment.layout, tiny_payment.cfg)
+        check_label_health(skewed, tiny_payment.layout, tiny_payment.cfg, class_weights="balanced")
+    assert "class_weights" not in caplog.text
