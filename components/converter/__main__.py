@@ -13,7 +13,8 @@ DEFAULT_TOLERANCE = 1e-5
 
 
 def convert_main(onnx_path: Path, out_dir: Path, inputs: Path | None, float16: bool, tolerance: float) -> int:
-    """Convert, print the report; 0 when parity holds, 1 when it does not, 2 when the model does not convert."""
+    """Convert, print the report; 0 when parity holds, 1 when it does not (the SavedModel is written), 2 in one
+    line when the model does not convert (nothing is written)."""
     import numpy as np
 
     from torchtfx.components.converter.savedmodel import convert
@@ -22,7 +23,12 @@ def convert_main(onnx_path: Path, out_dir: Path, inputs: Path | None, float16: b
     if not onnx_path.is_file():
         print(f"error: {onnx_path} is not a file; name the ONNX model to convert", file=sys.stderr)
         return 2
-    feeds = dict(np.load(inputs)) if inputs else None
+    try:
+        feeds = dict(np.load(inputs)) if inputs else None
+    except (OSError, ValueError) as err:
+        print(f"error: --inputs {inputs} is not a readable .npz ({err}); write it with numpy.savez, one array per "
+              "ONNX input name", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         report = convert(onnx_path, out_dir, feeds, float16=float16)
     except ConversionError as err:

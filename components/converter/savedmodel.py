@@ -4,13 +4,21 @@ The SavedModel's ``serving_default`` signature takes the ONNX graph's inputs by 
 leaves symbolic stays unknown, so batch and sequence length are both free) and returns its outputs by name. The
 saved model is loaded back and run next to onnxruntime on the given inputs, or on random ones at two sizes of
 every symbolic dimension, and the largest difference per output is reported.
+
+It is written to a staging folder beside ``OUT_DIR`` and renamed into place only once it is saved and its parity
+measured: a model that does not convert (an unreadable file, a graph onnxruntime or TensorFlow cannot run)
+leaves no ``OUT_DIR`` that looks complete, and raises :class:`ConversionError` in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +26,7 @@ import onnx
 import tensorflow as tf
 from onnx import TensorProto
 
-from torchtfx.components.converter import repairs
+from torchtfx.components.converter import model_file, repairs
 from torchtfx.components.converter.ops.registry import DTYPES
 from torchtfx.components.converter.translator import ConversionError, OnnxGraphModule
 
@@ -95,16 +103,73 @@ def build(model: onnx.ModelProto, float16: bool = False) -> tuple[tf.Module, tup
 
 def convert(onnx_path: Path, out_dir: Path, inputs: dict[str, np.ndarray] | None = None, float16: bool = False,
             seed: int = 0) -> ConversionReport:  # fmt: skip
-    """Write the SavedModel of ``onnx_path`` to ``out_dir`` and measure it against onnxruntime."""
-    model = onnx.load(str(onnx_path))
-    module, fired = build(model, float16)
+    """Write the SavedModel of ``onnx_path`` to ``out_dir`` and measure it against onnxruntime; ``out_dir``
+    appears only when both finished (:class:`ConversionError` otherwise)."""
+    _check_out_dir(out_dir)
+    model = model_file.load(onnx_path)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tf.saved_model.save(module, str(out_dir), signatures={SIGNATURE: module.serve.get_concrete_function()})
-    feeds = [inputs] if inputs is not None else random_inputs(model, seed)
-    parity = _parity(onnx_path, str(out_dir), model, feeds)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        with _failing_as("translating the graph", _TF_ERRORS):
+            module, fired = build(model, float16)
+        with _failing_as("saving the SavedModel", _TF_ERRORS):
+            tf.saved_model.save(module, str(staging), signatures={SIGNATURE: module.serve.get_concrete_function()})
+        feeds = [inputs] if inputs is not None else random_inputs(model, seed)
+        parity = _parity(onnx_path, str(staging), model, feeds)
+        _publish(staging, out_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     report = ConversionReport(str(out_dir), fired, parity)
     logger.debug("%s", report.describe())
     return report
+
+
+# Raised by TensorFlow while tracing or running a graph it cannot compute (shapes, dtypes, allocation).
+_TF_ERRORS = (tf.errors.OpError, ValueError, TypeError, MemoryError, RecursionError)
+
+
+def _runtime_errors() -> tuple[type[BaseException], ...]:
+    """onnxruntime's exceptions (each derives from Exception only) and the MemoryError of a failed allocation."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "RuntimeException", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NoSuchFile",
+             "NotImplemented", "EPFail", "ModelLoaded", "EngineError")  # fmt: skip
+    return (MemoryError, *(getattr(state, n) for n in names if isinstance(getattr(state, n, None), type)))
+
+
+@contextlib.contextmanager
+def _failing_as(stage: str, errors: tuple[type[BaseException], ...], fix: str = "") -> Iterator[None]:
+    """``errors`` raised meanwhile become one-line :class:`ConversionError`s naming ``stage``."""
+    try:
+        yield
+    except ConversionError:
+        raise
+    except errors as err:
+        text = re.sub(r"/onnxruntime_src/\S+:\d+ (\S+ )?\S*onnxruntime::\S*?\([^)]*\)\S* ", "", str(err))
+        first = " ".join(text.split())[:400] or type(err).__name__
+        fix = fix or ("the graph is outside what the converter can build; report it with the model, or rewrite "
+                      "the part named above")  # fmt: skip
+        raise ConversionError(f"the model does not convert: {stage} failed: {type(err).__name__}: {first}. "
+                              f"Fix: {fix}. Nothing was written") from None  # fmt: skip
+
+
+def _check_out_dir(out_dir: Path) -> None:
+    """Refuse, before any work, an ``out_dir`` that holds something other than an earlier SavedModel."""
+    if out_dir.exists() and not (out_dir.is_dir() and (not any(out_dir.iterdir()) or
+                                                       (out_dir / "saved_model.pb").is_file())):  # fmt: skip
+        raise ConversionError(f"{out_dir} exists and is not a SavedModel folder; convert replaces only an earlier "
+                              "SavedModel. Fix: name a new folder, or remove that one")  # fmt: skip
+
+
+def _publish(staging: Path, out_dir: Path) -> None:
+    """``staging`` becomes ``out_dir``; an earlier SavedModel there is replaced (moved aside, then removed)."""
+    if not out_dir.exists():
+        staging.rename(out_dir)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
+    out_dir.rename(old / "saved")
+    staging.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.ndarray]]:
@@ -134,16 +199,28 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> list[dict[str, np.nd
 def _parity(onnx_path: Path, saved: str, model: onnx.ModelProto, feeds: list[dict]) -> tuple[OutputParity, ...]:
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
-    serve = tf.saved_model.load(saved).signatures[SIGNATURE]
+    ort_errors = _runtime_errors()
+    with _failing_as("loading the model in onnxruntime", ort_errors, _ORT_FIX):
+        options = ort.SessionOptions()
+        options.log_severity_level = 4  # its failure is raised, in one line: not printed again by its logger
+        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    with _failing_as("loading the SavedModel back", _TF_ERRORS):
+        serve = tf.saved_model.load(saved).signatures[SIGNATURE]
     names = [o.name for o in model.graph.output]
     worst = {n: (0.0, 0.0) for n in names}
     for feed in feeds:
-        want = session.run(names, feed)
-        got = serve(**{_signature_name(k): tf.constant(v) for k, v in feed.items()})
+        shapes = ", ".join(f"{k}{list(np.shape(v))}" for k, v in feed.items())
+        with _failing_as(f"running onnxruntime on inputs {shapes}", ort_errors, _ORT_FIX):
+            want = session.run(names, feed)
+        with _failing_as(f"running the SavedModel on inputs {shapes}", _TF_ERRORS):
+            got = serve(**{_signature_name(k): tf.constant(v) for k, v in feed.items()})
         for name, expected in zip(names, want, strict=True):
             actual = got[_signature_name(name)].numpy()
             diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64)) if expected.size else np.zeros(1)
             rel = diff / np.maximum(np.abs(expected.astype(np.float64)), 1.0) if expected.size else diff
             worst[name] = (max(worst[name][0], float(np.max(diff))), max(worst[name][1], float(np.max(rel))))
     return tuple(OutputParity(n, *worst[n]) for n in names)
+
+
+_ORT_FIX = ("the ONNX model itself does not run at these input shapes (onnxruntime is the reference): export it "
+            "again, or give inputs it runs on with --inputs")  # fmt: skip

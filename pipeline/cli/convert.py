@@ -17,7 +17,7 @@ import click
 def convert_cmd(onnx_path: Path, out_dir: Path, inputs: Path | None, float16: bool, tolerance: float | None) -> None:
     """Translate any ONNX model into a TF SavedModel and print its parity against onnxruntime (random inputs at
     two sizes of every symbolic dimension unless --inputs is given). Exit 1: parity above the tolerance; 2: the
-    model does not convert."""
+    model does not convert (one line; OUT_DIR is written only once the conversion and the parity check finish)."""
     from torchtfx.components.converter.__main__ import DEFAULT_TOLERANCE, convert_main
 
     code = convert_main(onnx_path, out_dir, inputs, float16, DEFAULT_TOLERANCE if tolerance is None else tolerance)

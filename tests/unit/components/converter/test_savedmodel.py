@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 from torch import nn
 
+from tests.unit.components.converter.bad_models import UNCONVERTIBLE, external_model, unconvertible
 from torchtfx.components.converter.savedmodel import SIGNATURE, convert
+from torchtfx.components.converter.translator import ConversionError
 from torchtfx.pipeline.cli.convert import convert_cmd
 
 
@@ -74,3 +76,37 @@ def test_a_model_outside_the_operator_set_exits_2_naming_the_op(tmp_path):
 def test_a_missing_file_exits_2_naming_it(tmp_path, name):
     result = CliRunner().invoke(convert_cmd, [str(tmp_path / name), str(tmp_path / "out")])
     assert result.exit_code == 2 and f"{tmp_path / name} is not a file" in result.output
+
+
+@pytest.mark.parametrize("kind", sorted(UNCONVERTIBLE))
+def test_a_model_that_does_not_convert_raises_one_line_and_writes_nothing(tmp_path, kind):
+    unconvertible(tmp_path / "m.onnx", kind)
+    with pytest.raises(ConversionError, match=UNCONVERTIBLE[kind]) as caught:
+        convert(tmp_path / "m.onnx", tmp_path / "out")
+    assert len(str(caught.value).splitlines()) == 1 and "Fix: " in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]  # no OUT_DIR, no staging folder left
+
+
+def test_a_second_conversion_replaces_the_savedmodel_and_a_foreign_folder_is_refused(tmp_path):
+    unconvertible(tmp_path / "m.onnx", "")  # Relu, converts
+    convert(tmp_path / "m.onnx", tmp_path / "out")
+    convert(tmp_path / "m.onnx", tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    with pytest.raises(ConversionError, match="exists and is not a SavedModel folder"):
+        convert(tmp_path / "m.onnx", tmp_path / "notes")
+    assert [p.name for p in (tmp_path / "notes").iterdir()] == ["todo.txt"]
+
+
+def test_external_data_through_a_symlink_out_of_the_models_folder_is_refused(tmp_path):
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(np.array([1.5, 2.5], np.float32).tobytes())
+    external_model(tmp_path / "model", "w.bin")
+    (tmp_path / "model" / "w.bin").symlink_to(secret)
+    with pytest.raises(ConversionError, match=f"resolves to {secret}, outside the model's folder"):
+        convert(tmp_path / "model" / "m.onnx", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "model" / "w.bin").unlink()
+    (tmp_path / "model" / "w.bin").write_bytes(secret.read_bytes())  # the same data inside the folder converts
+    assert convert(tmp_path / "model" / "m.onnx", tmp_path / "out").max_rel_diff < 1e-6
