@@ -11,12 +11,17 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from torchtfx.data.config.strict import StrictConfig, one_of, whole_number
 from torchtfx.data.resources import source_checkout
 
 logger = logging.getLogger(__name__)
 
 BEAM_MODE_AUTO = "auto"
 BEAM_MODES = (BEAM_MODE_AUTO, "in_memory", "multi_processing")
+# The DirectRunner's worker processes run on this one machine: no node has more than 1,024 cores (100,000 was
+# accepted, issue #41).
+MAX_BEAM_WORKERS = 1024
+BeamWorkers = whole_number(1, MAX_BEAM_WORKERS)
 # Inputs below this run every Beam stage in the pipeline process (--direct_running_mode=in_memory).
 SMALL_INPUT_BYTES = 32 * 2**20
 
@@ -36,6 +41,16 @@ WORKER_PACKAGE_DIR = "beam_package"  # under a local run's pipeline root: the wh
 _INSTALL_TIME_FILES = ("RECORD", "WHEEL", "INSTALLER", "REQUESTED", "direct_url.json")
 _WHEEL_FILE = "Wheel-Version: 1.0\nGenerator: torchtfx.pipeline.beam_args\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed: the same installed files give the same wheel, byte for byte
+
+
+class BeamSettings(StrictConfig):
+    """A local run's DirectRunner settings (``beam.mode``, ``beam.workers``), checked with the other settings
+    when they are resolved (pipeline/settings/resolve.py), before anything runs."""
+
+    mode: str = BEAM_MODE_AUTO
+    workers: BeamWorkers = 2
+
+    _known_mode = one_of("mode", BEAM_MODES, "beam mode")
 
 
 class WorkerPackageError(RuntimeError):

@@ -11,8 +11,10 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, provisional_spec
 from torchtfx.components.torch_trainer.modeling.spec import SequenceInput
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
+from torchtfx.data.config.model import ModelConfigError
 from torchtfx.data.config.task import MULTICLASS
 from torchtfx.data.config.text import RESERVED_IDS
+from torchtfx.pipeline.settings.resolve import ResolvedSettings
 
 
 def checked_hparams(dataset: DatasetConfig, hparams: TrainerHParams, base_dir: Path | None = None) -> TrainerHParams:
@@ -27,3 +29,13 @@ def checked_hparams(dataset: DatasetConfig, hparams: TrainerHParams, base_dir: P
     spec = provisional_spec(tuple(dataset.dense), tuple(dataset.embedded_features), dataset.task, classes, sequences)
     build_model(model, spec)
     return hparams.replace(model=model)
+
+
+def checked_model(resolved: ResolvedSettings) -> TrainerHParams:
+    """:func:`checked_hparams` of the resolved settings; a refusal says where the model and its hyperparameters
+    came from (``hidden_units: [-1, 0]`` in which file, or which option)."""
+    try:
+        return checked_hparams(resolved.dataset, resolved.hparams)
+    except ModelConfigError as err:
+        factory, hparams = resolved.values["model.factory"].source, resolved.values["model.hparams"].source
+        raise ModelConfigError(f"{err} [model.factory from {factory}; model.hparams from {hparams}]") from None

@@ -9,7 +9,13 @@ import pydantic
 
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving import ServingConfig
-from torchtfx.data.config.strict import ConfigError, StrictConfig
+from torchtfx.data.config.strict import (
+    ConfigError,
+    NonNegativeFiniteFloat,
+    PositiveFiniteFloat,
+    StrictConfig,
+    whole_number,
+)
 
 
 class HParamsError(ConfigError):
@@ -18,19 +24,36 @@ class HParamsError(ConfigError):
 
 PositiveInt = pydantic.PositiveInt
 
+# Bounds no one can mean to exceed (issue #41: --epochs 1e30, --batch-size 1e12 and --num-workers 100000 were
+# accepted or refused without the range): 10,000 epochs (the default is 12); a batch of 2**24 rows (16.8M; the
+# default is 256, kubeflow/pools.yaml's 1,024); 1,024 DDP workers or threads on one node (no node has more cores).
+MAX_EPOCHS = 10_000
+MAX_BATCH_SIZE = 2**24
+MAX_WORKERS_PER_NODE = 1024
 
-def _auto_or_positive(value: object) -> object:
-    """One clear error for both branches of the union, instead of pydantic's two."""
-    if value == "auto":
+
+def _auto_or_whole(high: int | None) -> object:
+    """``auto`` or a whole number from 1 to ``high``: one clear error for both branches of the union, instead of
+    pydantic's two."""
+    bound = f"from 1 to {high:,}" if high is not None else ">= 1"
+
+    def check(value: object) -> object:
+        if value == "auto":
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (high is not None and value > high):
+            raise ValueError(f"must be 'auto' or a whole number {bound}, got {value!r}")
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"must be 'auto' or a whole number >= 1, got {value!r}")
-    return value
+
+    return Annotated[Literal["auto"] | int, pydantic.BeforeValidator(check)]
 
 
-AutoOrPositiveInt = Annotated[Literal["auto"] | int, pydantic.BeforeValidator(_auto_or_positive)]
+AutoOrPositiveInt = _auto_or_whole(None)
+AutoOrWorkers = _auto_or_whole(MAX_WORKERS_PER_NODE)
+Epochs = whole_number(1, MAX_EPOCHS)
+BatchSize = whole_number(1, MAX_BATCH_SIZE)
+Threads = whole_number(1, MAX_WORKERS_PER_NODE)
 
 # make bench, DDP scaling (bench/results/README.md, section 3: the measured speed-ups): on 2 CPU cores, local SGD
 # every 16 steps beats plain DDP on gloo and local SGD every 8 steps, at the same eval AUC; the all-reduce of every
@@ -49,28 +72,28 @@ class TrainerHParams(StrictConfig):
 
     config_error = HParamsError
 
-    epochs: PositiveInt = 12
-    batch_size: PositiveInt = 256
-    learning_rate: pydantic.PositiveFloat = 3e-3
-    weight_decay: pydantic.NonNegativeFloat = 1e-5
+    epochs: Epochs = 12
+    batch_size: BatchSize = 256
+    learning_rate: PositiveFiniteFloat = 3e-3
+    weight_decay: NonNegativeFiniteFloat = 1e-5
     # The network: a zoo name or the user's factory, and its own hyperparameters (hidden units, dropout, ...).
     model: ModelConfig = ModelConfig()
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     # "cosine" decays the learning rate to 0 over all planned steps (epochs * steps per epoch).
     lr_schedule: Literal["constant", "cosine"] = "constant"
-    grad_clip_norm: pydantic.PositiveFloat = 1.0
-    early_stopping_patience: PositiveInt = 3
+    grad_clip_norm: PositiveFiniteFloat = 1.0
+    early_stopping_patience: Epochs = 3
     # An epoch improves on the best only when its eval loss is lower by more than this fraction of the best (0:
     # any decrease counts). Measured at 1M synthetic taxi rows: eval loss 0.2415 after epoch 1, then changes of
     # 0.04% or less while 6 more epochs ran (33 s of 48 s of training) for eval AUC 0.9378 -> 0.9381
     # (bench/results/README.md, section 5, what limits the run at 1M rows).
-    early_stopping_min_delta: pydantic.NonNegativeFloat = 1e-3
+    early_stopping_min_delta: NonNegativeFiniteFloat = 1e-3
     seed: int = 42
     # "auto": below IN_PROCESS_MAX_TRAIN_ROWS training rows, one worker in the executor's own process (no torchrun,
     # whose start-up and worker processes cost more than the training on taxi: bench/results/README.md, section 3);
     # above, DDP with one worker per GPU, or CPU_WORKERS on CPU. A number always starts that many DDP workers.
-    num_workers: AutoOrPositiveInt = "auto"
-    threads_per_worker: PositiveInt = 1
+    num_workers: AutoOrWorkers = "auto"
+    threads_per_worker: Threads = 1
     # torchrun restarts all workers after a worker dies (the OOM killer, a preempted node, kill -9), up to this
     # many times; they resume from rank 0's last checkpoint. A failure a worker raises itself is not retried
     # (worker/fatal.py). --max-restarts.
@@ -96,7 +119,7 @@ class TrainerHParams(StrictConfig):
     class_weights: Literal["none", "balanced"] = "none"
     # regression: "huber" is less swayed by outlier targets than "mse"
     regression_loss: Literal["mse", "huber"] = "mse"
-    huber_delta: pydantic.PositiveFloat = 1.0
+    huber_delta: PositiveFiniteFloat = 1.0
     # The precision of the served network (fp16 only behind the drift gate); --serving-precision.
     serving: ServingConfig = ServingConfig()
 

@@ -23,13 +23,16 @@ from torchtfx.data.config.missing import (
 )
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving import ServingConfig
-from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
+from torchtfx.data.config.strict import ConfigError, FiniteFloat, StrictConfig, load_yaml, one_of, whole_number
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
 from torchtfx.data.config.text import TextFeature, length_bucket_key, schema_problems, text_vocabulary_name
 from torchtfx.data.resources import SCHEMA_FILE, datasets_dir, schemas_dir, shipped_schema
 
 LABEL_OPS = ("greater", "greater_equal", "less", "less_equal", "equal", "in")
 TRANSFORMED_SUFFIX = "_xf"
+# Quantile buckets of one bucketized feature: at least 2 (one bucket is a constant); at most 10,000, where each
+# bucket of even 10M rows holds 1,000 and its embedding row is trained on them (1e9 was accepted, issue #41).
+BucketCount = whole_number(2, 10_000)
 _SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
@@ -60,7 +63,7 @@ class LabelRule(_DatasetSection):
     name: str
     column: str
     op: str = "greater"
-    threshold: float = 0.0
+    threshold: FiniteFloat = 0.0  # .nan was accepted and made every label 0
     relative_to: str | None = None
     positive_values: tuple[str, ...] = ()
     num_classes: int | None = pydantic.Field(None, ge=2)
@@ -116,7 +119,7 @@ class DatasetConfig(_DatasetSection):
     task: str = BINARY
     dense: tuple[str, ...]
     categorical: tuple[str, ...]
-    bucketized: dict[str, int]
+    bucketized: dict[str, BucketCount]
     text: dict[str, TextFeature] = {}
     label: LabelRule
     split: Split
@@ -158,9 +161,6 @@ class DatasetConfig(_DatasetSection):
             problems.append("no features configured (dense, categorical, bucketized or text)")
         if self.label.column in names:
             problems.append(f"label column {self.label.column!r} is also a feature (label leak)")
-        bad_buckets = {k: v for k, v in self.bucketized.items() if v < 2}
-        if bad_buckets:
-            problems.append(f"bucket counts must be integers >= 2, got {bad_buckets!r}")
         sliceable = names + tuple(length_bucket_key(k) for k in self.text)
         for slice_keys in self.slices:
             unknown = [k for k in slice_keys if k not in sliceable]
@@ -259,7 +259,7 @@ def _inside(base: Path, relative: Path, key: str) -> Path:
 class _Features(_DatasetSection):
     dense: tuple[str, ...] = ()  # z-scored floats
     categorical: tuple[str, ...] = ()  # vocabulary + OOV buckets -> embedding
-    bucketized: dict[str, int] = {}  # quantile buckets -> embedding
+    bucketized: dict[str, BucketCount] = {}  # quantile buckets -> embedding
     text: dict[str, TextFeature] = {}  # tokens -> ids [max_length] (data/config/text.py)
 
 

@@ -12,14 +12,19 @@ and the JSON torchtfx wrote (:meth:`StrictConfig.from_json`), and refused in a c
 (:meth:`StrictConfig.parse`).
 
 YAML files are read with :func:`load_yaml`, which turns a syntax error into a ``file:line`` message and refuses
-recursive aliases and aliases that expand to more than :data:`MAX_YAML_NODES` values (a "billion laughs" file).
+recursive aliases and aliases that expand to more than :data:`MAX_YAML_NODES` values (a "billion laughs" file);
+:func:`load_yaml_text` reads the user's YAML that is not a file (``--model-hparam`` values) the same way.
+
+Numbers that a field can take but no one can mean (NaN, infinity, a billion epochs) are refused by the field's own
+bounds, declared beside it with :func:`whole_number` and :func:`finite_number` (``FiniteFloat``, ...).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import Annotated, Any, ClassVar, cast
 
 import pydantic
 import yaml
@@ -156,6 +161,60 @@ def set_by_torchtfx(field: str, fix: str) -> Any:
     return pydantic.field_validator(field)(classmethod(check))
 
 
+# -- bounded values: a field declares its range with these, and a refusal names the range and the value given --
+def _number(value: Any) -> int | float | None:
+    """``value`` as a number: an int, a float, or text that reads as one (PyYAML reads ``1e9`` as text, not as a
+    float); None for anything else, a bool included."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        for read in (int, float):
+            try:
+                return read(value.strip())
+            except ValueError:
+                pass
+    return None
+
+
+def whole_number(low: int, high: int) -> Any:
+    """An ``int`` field from ``low`` to ``high``; a float or text without a fraction (``1e3``, ``1000.0``) is read
+    as the whole number it is, anything else refused with the range (pydantic said ``1e30`` was "unable to parse
+    string as an integer", and accepted ``1000000000`` buckets)."""
+
+    def check(value: Any) -> int:
+        number = _number(value)
+        if isinstance(number, float) and number.is_integer():  # is_integer: False for inf and nan
+            number = int(number)
+        if not isinstance(number, int) or not low <= number <= high:
+            raise ValueError(f"must be a whole number from {low:,} to {high:,}, got {value!r}")
+        return number
+
+    return Annotated[int, pydantic.BeforeValidator(check)]
+
+
+def finite_number(above: float | None = None, at_least: float | None = None) -> Any:
+    """A ``float`` field that is finite (pydantic's floats take ``.nan`` and ``inf``: a label threshold of NaN made
+    every label 0), and greater than ``above`` or at least ``at_least`` when given."""
+    bound = f" > {above:g}" if above is not None else f" >= {at_least:g}" if at_least is not None else ""
+
+    def check(value: Any) -> float:
+        number = _number(value)
+        if number is None or not math.isfinite(number):
+            raise ValueError(f"must be a finite number{bound}, got {value!r}")
+        if (above is not None and number <= above) or (at_least is not None and number < at_least):
+            raise ValueError(f"must be a finite number{bound}, got {value!r}")
+        return float(number)
+
+    return Annotated[float, pydantic.BeforeValidator(check)]
+
+
+FiniteFloat = finite_number()
+PositiveFiniteFloat = finite_number(above=0)
+NonNegativeFiniteFloat = finite_number(at_least=0)
+
+
 class YamlAliasError(yaml.composer.ComposerError):
     """An alias that refers to the node it is inside, or aliases that expand to too many values."""
 
@@ -211,17 +270,25 @@ def _load_guarded(text: str) -> Any:
         loader.dispose()
 
 
-def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
-    """The YAML document in ``path``; a syntax error becomes ``path:line: ...`` (the line YAML stopped at), as
-    does a recursive alias or aliases that expand beyond ``MAX_YAML_NODES`` values."""
+def load_yaml_text(text: str, source: str, error: type[ConfigError] = ConfigError, *, lines: bool = True) -> Any:
+    """The YAML document ``text`` of the user's (a file's contents, a command line value) read with the guarded
+    loader; a syntax error, a recursive alias or aliases that expand beyond ``MAX_YAML_NODES`` values become
+    ``error("source:line: ...")`` (``lines``: with the line YAML stopped at)."""
     try:
-        return _load_guarded(Path(path).read_text())
+        return _load_guarded(text)
     except YamlAliasError as err:
-        line = f":{err.problem_mark.line + 1}" if err.problem_mark is not None else ""
-        raise error(f"{path}{line}: {err.problem}") from None
+        raise error(f"{source}{_line(err.problem_mark, lines)}: {err.problem}") from None
     except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise error(f"{path}{line}: not valid YAML: {err.problem or err.context}") from None
+        where = _line(err.problem_mark or err.context_mark, lines)
+        raise error(f"{source}{where}: not valid YAML: {err.problem or err.context}") from None
     except yaml.YAMLError as err:
-        raise error(f"{path}: not valid YAML: {err}") from None
+        raise error(f"{source}: not valid YAML: {err}") from None
+
+
+def _line(mark: yaml.error.Mark | None, lines: bool) -> str:
+    return f":{mark.line + 1}" if mark is not None and lines else ""
+
+
+def load_yaml(path: Path, error: type[ConfigError] = ConfigError) -> Any:
+    """The YAML document in ``path`` (:func:`load_yaml_text`); errors name ``path:line``."""
+    return load_yaml_text(Path(path).read_text(), str(path), error)

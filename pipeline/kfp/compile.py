@@ -18,7 +18,7 @@ from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.beam_args import with_dependency
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
-from torchtfx.pipeline.model_choice import checked_hparams
+from torchtfx.pipeline.model_choice import checked_model
 from torchtfx.pipeline.settings.bound import PipelineSettings
 from torchtfx.pipeline.settings.resolve import ResolvedSettings
 
@@ -54,7 +54,7 @@ def trainer_hparams(settings: KubeflowSettings, resolved: ResolvedSettings) -> T
     """The resolved hyperparameters with the model checked (a file factory's source embedded, so that the Trainer
     step and every replica can load it), and one DDP worker per GPU of a node (or the configured CPU workers on a
     CPU-only node)."""
-    hparams = checked_hparams(resolved.dataset, resolved.hparams)
+    hparams = checked_model(resolved)
     gpus = settings.trainer.gpus_per_node
     workers = gpus if gpus > 0 else hparams.num_workers
     return hparams.replace(num_workers=workers, use_gpu=gpus > 0)

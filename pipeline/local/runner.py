@@ -31,6 +31,7 @@ from torchtfx.pipeline.beam_args import (
     BEAM_MODES,
     DISTRIBUTION,
     WORKER_PACKAGE_DIR,
+    BeamWorkers,
     direct_runner_args,
     with_dependency,
     worker_dependency_flag,
@@ -61,7 +62,7 @@ class LocalSettings(StrictConfig):
     batching: BatchingParams = BatchingParams()
     serving_address: str | None = None  # TF Serving's gRPC host:port, which confirms each load before a label moves
     parity_tolerance: pydantic.PositiveFloat = DEFAULT_PARITY_TOLERANCE
-    beam_workers: pydantic.PositiveInt = DEFAULT_BEAM_WORKERS
+    beam_workers: BeamWorkers = DEFAULT_BEAM_WORKERS
     beam_mode: str = BEAM_MODE_AUTO  # or "in_memory", "multi_processing"
     enable_cache: bool = True
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # or CONTINUE_IF_UNREACHABLE
@@ -97,18 +98,18 @@ class LocalSettings(StrictConfig):
     @classmethod
     def from_resolved(cls, resolved: ResolvedSettings) -> LocalSettings:
         """A local run's settings from the resolved ones (pipeline/settings/resolve.py), the model checked."""
-        from torchtfx.pipeline.model_choice import checked_hparams  # imports torch: only for a run
+        from torchtfx.pipeline.model_choice import checked_model  # imports torch: only for a run
 
         dataset = resolved.dataset
         return cls(
             dataset=dataset,
-            hparams=checked_hparams(dataset, resolved.hparams),
+            hparams=checked_model(resolved),
             pipeline_root=resolved["pipeline_root"],
             data_dir=resolved["data_dir"],
             serving_dir=resolved["serving_dir"],
             serving_address=resolved["serving_address"],
-            beam_workers=resolved["beam.workers"],
-            beam_mode=resolved["beam.mode"],
+            beam_workers=resolved.beam.workers,  # checked with its source (command line: --beam-workers)
+            beam_mode=resolved.beam.mode,
             enable_cache=resolved["cache"],
             mlflow_unreachable=resolved["mlflow.unreachable"],
         )

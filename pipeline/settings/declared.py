@@ -18,14 +18,14 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving import PRECISIONS, DriftLimits, ServingConfig
-from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES
+from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES, BeamSettings
 
 LOCAL = "local"  # `torchtfx run`
 KUBEFLOW = "kubeflow"  # `torchtfx compile`
 BOTH = (LOCAL, KUBEFLOW)
 DEFAULT_DATASET = "taxi"
 DEFAULT_PIPELINE_ROOT = Path("runs/local")
-DEFAULT_BEAM_WORKERS = 2
+DEFAULT_BEAM_WORKERS = BeamSettings.default_of("workers")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving import ServingConfig
 from torchtfx.data.config.strict import ConfigError, load_yaml
+from torchtfx.pipeline.beam_args import BeamSettings
 from torchtfx.pipeline.settings.declared import BY_KEY, LOCAL, settings_for
 from torchtfx.pipeline.settings.layers import DEFAULT, Layer, file_layer
 
@@ -81,7 +82,7 @@ class ResolvedSettings:
 
     def check(self) -> None:
         """Raise :class:`SettingsError` where the resolved values do not make valid configs together."""
-        _ = (self.hparams, self.dataset)
+        _ = (self.hparams, self.dataset, self.beam)
 
     @cached_property
     def model(self) -> ModelConfig:
@@ -90,6 +91,11 @@ class ResolvedSettings:
     @cached_property
     def serving(self) -> ServingConfig:
         return self._build(ServingConfig, "serving")
+
+    @cached_property
+    def beam(self) -> BeamSettings:
+        """The DirectRunner's mode and worker count (a local run's; defaults for a Kubeflow one)."""
+        return self._build(BeamSettings, "beam")
 
     @cached_property
     def gates(self) -> GateConfig:

@@ -10,7 +10,11 @@ from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 from torchtfx.data.config.serving import ServingConfig, ServingPrecisionError
-from torchtfx.pipeline.model_choice import checked_hparams
+from torchtfx.pipeline.cli.setting_options import parse_model_hparams
+from torchtfx.pipeline.model_choice import checked_hparams, checked_model
+from torchtfx.pipeline.settings.declared import LOCAL
+from torchtfx.pipeline.settings.layers import command_line_layer
+from torchtfx.pipeline.settings.resolve import resolve_settings
 
 
 def _yaml(tmp_path, base: str, extra: str, replace: tuple[str, str] = ("", "")):
@@ -45,3 +49,24 @@ def test_bad_serving_and_task_configs_are_refused_by_name(tmp_path):
         _yaml(tmp_path, "taxi_payment", "", ("  num_classes: 3", "  num_classes: 3\n  log1p: true"))
     with pytest.raises(DatasetConfigError, match=r"gates\.auc_floor applies to binary tasks only"):
         _yaml(tmp_path, "taxi_tips", "gates: {auc_floor: 0.8}\n")
+
+
+@pytest.mark.parametrize(
+    ("where", "source"),
+    [("dataset", "mine.yaml: model.hparams"), ("command line", "command line: --model-hparam")],
+)
+def test_non_positive_layer_widths_are_refused_by_name_with_their_source(tmp_path, monkeypatch, where, source):
+    """``hparams: {hidden_units: [-1, 0]}`` (issue #41): refused at the model check a run makes before any stage,
+    naming the hyperparameter, its value and where it came from."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "mine.yaml"
+    taxi = (PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text()
+    data.write_text(taxi + ("model: {hparams: {hidden_units: [-1, 0]}}\n" if where == "dataset" else ""))
+    given = {"dataset": str(data)}
+    if where == "command line":
+        given["model.hparams"] = parse_model_hparams(["hidden_units=[-1, 0]"])
+    resolved = resolve_settings(LOCAL, command_line_layer(given))
+    with pytest.raises(ModelConfigError) as refused:
+        checked_model(resolved)
+    assert "hparam hidden_units=[-1, 0]: sizes must be whole numbers >= 1" in str(refused.value)
+    assert f"model.hparams from {source}]" in str(refused.value)

@@ -17,6 +17,7 @@ from torch import nn
 
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.modeling.zoo.inputs import embed_and_concat, embedding_tables
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 
 Structure = Literal["stacked", "parallel"]
 
@@ -78,4 +79,5 @@ def build(
     structure: Structure = "stacked",
     max_embedding_dim: int = 16,
 ) -> DCNv2:
+    check_sizes(hidden_units=hidden_units, max_embedding_dim=max_embedding_dim)
     return DCNv2(spec, n_cross_layers, tuple(hidden_units), dropout, structure, max_embedding_dim)

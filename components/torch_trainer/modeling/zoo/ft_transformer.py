@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 
 Activation = Literal["reglu", "geglu"]
 
@@ -184,5 +185,6 @@ def build(
     ffn_dropout: float = 0.1,
     residual_dropout: float = 0.0,
 ) -> FTTransformer:
+    check_sizes(d_token=d_token, n_blocks=n_blocks, n_heads=n_heads)
     dropouts = (attention_dropout, ffn_dropout, residual_dropout)
     return FTTransformer(spec, d_token, n_blocks, n_heads, ffn_factor, activation, dropouts)

@@ -13,6 +13,7 @@ from torch import nn
 
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.modeling.zoo.inputs import embed_and_concat, embedding_tables
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 
 
 class TabularMLP(nn.Module):
@@ -35,4 +36,5 @@ class TabularMLP(nn.Module):
 def build(
     spec: ModelSpec, hidden_units: Sequence[int] = (128, 64), dropout: float = 0.1, max_embedding_dim: int = 16
 ) -> TabularMLP:
+    check_sizes(hidden_units=hidden_units, max_embedding_dim=max_embedding_dim)
     return TabularMLP(spec, tuple(hidden_units), dropout, max_embedding_dim)

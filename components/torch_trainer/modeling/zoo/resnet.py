@@ -14,6 +14,7 @@ from torch import nn
 
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
 from torchtfx.components.torch_trainer.modeling.zoo.inputs import embed_and_concat, embedding_tables
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 
 Norm = Literal["batchnorm", "layernorm"]
 
@@ -78,4 +79,5 @@ def build(
     residual_dropout: float = 0.0,
     max_embedding_dim: int = 16,
 ) -> TabularResNet:
+    check_sizes(d=d, n_blocks=n_blocks, max_embedding_dim=max_embedding_dim)
     return TabularResNet(spec, d, n_blocks, d_hidden_factor, norm, hidden_dropout, residual_dropout, max_embedding_dim)

@@ -30,6 +30,7 @@ from torchtfx.components.torch_trainer.modeling.zoo.sequence_inputs import (
     TokenEmbedding,
     require_sequences,
 )
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 
 
 class ConvTextEncoder(nn.Module):
@@ -65,6 +66,13 @@ def build(
     head_hidden: int = 64,
     max_embedding_dim: int = 16,
 ) -> SequenceClassifier:
+    check_sizes(
+        d_embedding=d_embedding,
+        kernel_sizes=kernel_sizes,
+        filters=filters,
+        head_hidden=head_hidden,
+        max_embedding_dim=max_embedding_dim,
+    )
     require_sequences(spec, "text_cnn")
     encoders = [ConvTextEncoder(s, d_embedding, tuple(kernel_sizes), filters) for s in spec.sequences]
     return SequenceClassifier(spec, encoders, head_hidden, dropout, max_embedding_dim)

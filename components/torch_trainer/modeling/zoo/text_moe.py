@@ -42,6 +42,7 @@ from torchtfx.components.torch_trainer.modeling.zoo.sequence_inputs import (
     SequenceClassifier,
     require_sequences,
 )
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 from torchtfx.components.torch_trainer.modeling.zoo.text_transformer import ClsEncoder, Pooling
 
 
@@ -162,6 +163,16 @@ def build(
     max_embedding_dim: int = 16,
 ) -> SequenceClassifier:
     """``capacity_factor`` / ``eval_capacity_factor``: None keeps every token (no capacity)."""
+    check_sizes(
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        d_ffn=d_ffn,
+        experts=experts,
+        top_k=top_k,
+        head_hidden=head_hidden,
+        max_embedding_dim=max_embedding_dim,
+    )
     require_sequences(spec, "text_moe")
     factors = (capacity_factor, eval_capacity_factor)
 

@@ -32,6 +32,7 @@ from torchtfx.components.torch_trainer.modeling.zoo.sequence_inputs import (
     masked_mean,
     require_sequences,
 )
+from torchtfx.components.torch_trainer.modeling.zoo.sizes import check_sizes
 
 Pooling = Literal["cls", "mean"]
 
@@ -88,6 +89,14 @@ def build(
     head_hidden: int = 64,
     max_embedding_dim: int = 16,
 ) -> SequenceClassifier:
+    check_sizes(
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        d_ffn=d_ffn,
+        head_hidden=head_hidden,
+        max_embedding_dim=max_embedding_dim,
+    )
     require_sequences(spec, "text_transformer")
     encoders = [
         ClsEncoder(s, d_model, pooling, TorchEncoderStack(d_model, n_layers, n_heads, d_ffn, dropout))

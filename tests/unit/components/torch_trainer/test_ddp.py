@@ -115,7 +115,7 @@ def test_worker_failure_surfaces_with_the_log_tail(tmp_path, tiny_taxi):
 
 
 def test_hyperparameters_are_validated_before_any_work():
-    with pytest.raises(HParamsError, match="batch_size: Input should be greater than 0, got 0"):
+    with pytest.raises(HParamsError, match="batch_size: must be a whole number from 1 to 16,777,216, got 0"):
         TrainerHParams(batch_size=0)
     with pytest.raises(HParamsError, match="sync_every: must be 'auto' or a whole number >= 1, got 0"):
         TrainerHParams(sync_every=0)

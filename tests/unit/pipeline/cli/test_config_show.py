@@ -3,10 +3,15 @@ settings' declarations."""
 
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from tests.paths import PROJECT_ROOT
+from tests.unit.pipeline.cli.test_setting_options import ALIAS_BOMB
 from torchtfx.pipeline.cli.main import cli
 
 
@@ -72,6 +77,74 @@ def test_show_names_the_text_model_chosen_for_a_dataset_with_text_features(tmp_p
     assert result.exit_code == 0, result.output
     line = _line(result.output, "model.factory")
     assert line.split()[1] == "text_transformer" and line.endswith("default (the dataset has text features)")
+
+
+def test_a_model_hparam_alias_bomb_is_refused_within_a_second():
+    done: list = []  # before the guarded loader, the command wrote 9**9 values out and never finished
+    worker = threading.Thread(target=lambda: done.append(_run("config", "show", "--model-hparam", f"h={ALIAS_BOMB}")))
+    started = time.monotonic()
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout=10)
+    assert done, "config show did not finish within 10 s"
+    assert time.monotonic() - started < 1.0
+    assert done[0].exit_code == 1 and "Traceback" not in done[0].output
+    assert "--model-hparam h: the aliases in this value expand to more than 100,000 values" in done[0].output
+
+
+def _with(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new)
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--learning-rate", "inf"],
+         "trainer.learning_rate (command line: --learning-rate): must be a finite number > 0, got inf"),
+        (["--num-workers", "100000"], "trainer.num_workers (command line: --num-workers): must be 'auto' or a whole "
+                                      "number from 1 to 1,024, got 100000"),
+        (["--beam-workers", "100000"],
+         "beam.workers (command line: --beam-workers): must be a whole number from 1 to 1,024, got 100000"),
+        (["--epochs", "1e30"], "trainer.epochs (command line: --epochs): must be a whole number from 1 to 10,000, "
+                               "got 1e+30"),
+        (["--batch-size", "1e12"], "trainer.batch_size (command line: --batch-size): must be a whole number from 1 "
+                                   "to 16,777,216, got 1000000000000"),
+    ],
+)  # fmt: skip
+def test_values_no_one_can_mean_are_refused_with_the_option_and_the_range(args, refusal):
+    result = _run("config", "show", *args)
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert refusal in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "refusal"),
+    [
+        ("threshold: 0.2", "threshold: .nan", "label.threshold: must be a finite number, got nan"),
+        ("pickup_latitude: 10", "pickup_latitude: 1e9",
+         "features.bucketized.pickup_latitude: must be a whole number from 2 to 10,000, got '1e9'"),
+        ("pickup_latitude: 10", "pickup_latitude: 1000000000",
+         "features.bucketized.pickup_latitude: must be a whole number from 2 to 10,000, got 1000000000"),
+    ],
+)  # fmt: skip
+def test_dataset_yaml_values_no_one_can_mean_are_refused_with_the_file_and_key(tmp_path, old, new, refusal):
+    data = tmp_path / "mine.yaml"
+    data.write_text(_with((PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text(), old, new))
+    result = _run("config", "show", "--dataset", str(data))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"{data}: {refusal}" in " ".join(result.output.split())
+
+
+def test_a_pools_yaml_value_no_one_can_mean_is_refused_with_the_file_and_key(tmp_path):
+    pools = tmp_path / "pools.yaml"
+    text = (PROJECT_ROOT / "kubeflow" / "pools.yaml").read_text()
+    pools.write_text(_with(text, "  hyperparameters:\n    epochs: 12\n", "  hyperparameters:\n    epochs: 1e30\n"))
+    result = _run("config", "show", "--config", str(pools))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"{pools}: trainer.hyperparameters.epochs: must be a whole number from 1 to 10,000, got '1e30'" in (
+        " ".join(result.output.split())
+    )
 
 
 def test_class_weights_can_be_set_on_the_command_line_as_the_rare_class_hint_says():

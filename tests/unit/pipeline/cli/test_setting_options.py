@@ -40,3 +40,18 @@ def test_only_typed_options_enter_the_command_line_layer():
     assert layer.where("cache") == "command line: --no-cache"
     CliRunner().invoke(command, [])
     assert seen["layer"].values == {}
+
+
+# A billion-laughs value of 406 bytes (9 aliases of 9 aliases, 9 levels deep: 9**9 "lol"s once expanded). YAML keeps
+# one object per anchor, so plain yaml.safe_load returned it at once; `config show` and `run` then hung writing it
+# out (issue #41).
+_LEVELS = [("a", "lol")] + [(name, "*" + below) for below, name in zip("abcdefgh", "bcdefghi", strict=True)]
+ALIAS_BOMB = "{" + ", ".join(f"{name}: &{name} [{', '.join([item] * 9)}]" for name, item in _LEVELS) + "}\n"
+
+
+def test_a_model_hparam_alias_bomb_is_refused_by_the_guarded_loader():
+    assert len(ALIAS_BOMB.encode()) == 406
+    with pytest.raises(ModelConfigError, match=r"^--model-hparam blocks: the aliases in this value expand to more"):
+        parse_model_hparams([f"blocks={ALIAS_BOMB}"])
+    with pytest.raises(ModelConfigError, match=r"^--model-hparam blocks: not valid YAML: "):
+        parse_model_hparams(["blocks=[1, 2"])

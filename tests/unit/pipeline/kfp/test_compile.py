@@ -154,7 +154,7 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
         ({"trainer": {"node_pool": "tpu"}}, "trainer.node_pool 'tpu' is not defined"),
         (
             {"trainer": {"hyperparameters": {"epochs": 0}}},
-            "trainer.hyperparameters.epochs: Input should be greater than 0",
+            "trainer.hyperparameters.epochs: must be a whole number from 1 to 10,000, got 0",
         ),
         (
             {"trainer": {"gpus": 2}},

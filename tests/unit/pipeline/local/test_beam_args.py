@@ -59,7 +59,7 @@ def test_explicit_mode_wins_over_input_size(tmp_path):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [("beam_mode", "in-memory", "beam_mode 'in-memory' is not one of auto, in_memory, multi_processing"),
-     ("beam_workers", 0, "beam_workers: Input should be greater than 0, got 0")],
+     ("beam_workers", 0, "beam_workers: must be a whole number from 1 to 1,024, got 0")],
 )  # fmt: skip
 def test_bad_beam_settings_are_refused_by_name(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
