@@ -17,6 +17,7 @@ from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.tf_serving.errors import ServingConfigError
 from torchtfx.data.config.strict import ConfigError
 from torchtfx.data.sources import DataSourceError
+from torchtfx.pipeline.cli.known_errors import known_failure
 
 # Errors whose message already tells the user what is wrong and what to do: no traceback. Every config
 # family's error is a ConfigError (dataset, gates, hyperparameters, batching, Kubeflow, PyTorchJob, local).
@@ -68,8 +69,9 @@ def _verbose() -> bool:
 
 def reports_errors(stage_prefix: str = "") -> Callable[[Command], Command]:
     """Turn a command's exceptions into what the user should see: the message of a known input or stage
-    error (``stage_prefix`` before a stage's), and for anything else, a one-line error that says it may be a bug,
-    or with ``-v`` the traceback itself."""
+    error (``stage_prefix`` before a stage's), a library's failure torchtfx recognises named with its stage and
+    fix (known_errors.py), and for anything else, a one-line error that says it may be a bug, or with ``-v`` the
+    traceback itself."""
 
     def decorate(command: Command) -> Command:
         @functools.wraps(command)
@@ -85,6 +87,9 @@ def reports_errors(stage_prefix: str = "") -> Callable[[Command], Command]:
                     raise click.ClickException(redact(f"{stage_prefix}{err}")) from err
                 if _verbose():
                     raise  # main() prints the traceback
+                known = known_failure(err)  # a library's error torchtfx can name (stage, cause, fix)
+                if known:
+                    raise click.ClickException(redact(f"{stage_prefix}{known}")) from err
                 message = redact(f"unexpected {type(err).__name__}: {err}")  # MLflow's errors name the URL they called
                 raise click.ClickException(f"{message}\n{UNEXPECTED_HINT}") from err
 

@@ -14,6 +14,7 @@ from torchtfx.pipeline.cli.errors import LIBRARY_FAILURES, UNEXPECTED_HINT, is_s
 # Every stage's own error: a rename or a lost base class fails here, not in a user's run.
 STAGE_ERRORS = {
     "torchtfx.components.data_gate.anomalies": "DataValidationError",
+    "torchtfx.components.data_gate.label_classes": "LabelClassesError",
     "torchtfx.components.champion.resolve": "ChampionError",
     "torchtfx.components.torch_trainer.cluster.launch": "TrainingFailedError",
     "torchtfx.components.torch_trainer.cluster.job_runner": "ClusterJobFailedError",
