@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
+
 import click
 
 from torchtfx.components.shared import contracts, evaluation_results
@@ -21,9 +24,8 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
     failures = []
     if evaluation is not None:
         metrics = evaluation_results.candidate_metrics(evaluation.uri)
-        overall = metrics.get(evaluation_results.OVERALL_SLICE, {})
-        shown = ", ".join(f"{k}={overall[k]:.4f}" for k in reported_labels(overall))
-        click.echo(f"Evaluation (eval split, overall, candidate): {shown}")
+        for line in evaluation_lines(metrics.get(evaluation_results.OVERALL_SLICE, {})):
+            click.echo(line)
         click.echo(f"  slices evaluated: {len(metrics)}; full results: {evaluation.uri}")
         failures = evaluation_results.gate_failures(evaluation.uri)
     parity = "n/a" if summary.parity is None else f"{summary.parity:.3g}"
@@ -52,6 +54,33 @@ def print_run_report(summary: RunSummary, wall: float, settings) -> bool:
             return True
     click.echo(evaluation_results.summary(failures), err=True)
     return False
+
+
+# The console report's lines stay under this width: a multiclass evaluation was one line of 643 characters.
+LINE_WIDTH = 119
+_PER_CLASS = re.compile(r"^(?P<name>\w+)\[class_id=(?P<k>\d+)\]$")
+
+
+def _wrapped(items: list[str], first: str, indent: str) -> list[str]:
+    text = ", ".join(items)
+    return textwrap.wrap(text, LINE_WIDTH, initial_indent=first, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False)  # fmt: skip
+
+
+def evaluation_lines(overall: dict[str, float]) -> list[str]:
+    """The candidate's overall metrics, wrapped under ``LINE_WIDTH``: the task's metrics, then one line (or more)
+    per per-class metric, ``recall per class: 0=0.9000, 1=0.7000, ...``."""
+    scalars, per_class = [], {}
+    for label in reported_labels(overall):
+        found = _PER_CLASS.match(label)
+        if found:
+            per_class.setdefault(found["name"], []).append(f"{found['k']}={overall[label]:.4f}")
+        else:
+            scalars.append(f"{label}={overall[label]:.4f}")
+    lines = _wrapped(scalars, "Evaluation (eval split, overall, candidate): ", "  ") or ["Evaluation: no metrics"]
+    for name, values in per_class.items():
+        lines += _wrapped(values, f"  {name} per class: ", "    ")
+    return lines
 
 
 def _pending_note(summary: RunSummary) -> None:

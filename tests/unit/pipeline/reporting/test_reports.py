@@ -39,13 +39,21 @@ def _png_width(path) -> int:
 
 EVALUATIONS = {"binary": evaluations.binary, "multiclass": evaluations.multiclass, "regression": evaluations.regression}
 SHOWN = {
-    "binary": "auc=0.7000, auc_precision_recall=0.5000, binary_accuracy=0.8000, precision=0.6000, recall=0.4000, "
-    "calibration=1.1000, example_count=100.0000",
-    "multiclass": "sparse_categorical_accuracy=0.8000, auc(macro)=0.9000, auc(micro)=0.9300, "
-    "weighted_example_count=100.0000, example_count=105.0000, recall[class_id=0]=0.9000, "
-    "recall[class_id=1]=0.7000, recall[class_id=2]=0.5000",
-    "regression": "mean_squared_error=1.1000, root_mean_squared_error=1.0488, mean_absolute_error=0.7000, "
-    "squared_pearson_correlation=0.4000, weighted_example_count=100.0000, example_count=105.0000",
+    "binary": [
+        "Evaluation (eval split, overall, candidate): auc=0.7000, auc_precision_recall=0.5000, binary_accuracy=0.8000,",
+        "  precision=0.6000, recall=0.4000, calibration=1.1000, example_count=100.0000",
+    ],
+    "multiclass": [
+        "Evaluation (eval split, overall, candidate): sparse_categorical_accuracy=0.8000, auc(macro)=0.9000, "
+        "auc(micro)=0.9300,",
+        "  weighted_example_count=100.0000, example_count=105.0000",
+        "  recall per class: 0=0.9000, 1=0.7000, 2=0.5000",
+    ],
+    "regression": [
+        "Evaluation (eval split, overall, candidate): mean_squared_error=1.1000, root_mean_squared_error=1.0488,",
+        "  mean_absolute_error=0.7000, squared_pearson_correlation=0.4000, weighted_example_count=100.0000,",
+        "  example_count=105.0000",
+    ],
 }
 REJECTION = {
     "binary": "auc          Overall                candidate  0.7000  champion  0.8000  change gate: "
@@ -64,8 +72,21 @@ def test_the_console_shows_the_task_s_metrics_and_names_the_failed_gate(task, tm
     settings = types.SimpleNamespace(root=tmp_path / "root", mlflow_default_uri="file:///unused")
     assert print_run_report(_summary(uri, task), 1.0, settings) is False
     out, err = capsys.readouterr()
-    assert f"Evaluation (eval split, overall, candidate): {SHOWN[task]}\n" in out
+    assert "\n".join(SHOWN[task]) + "\n" in out
+    assert all(len(line) < 120 for line in SHOWN[task])
     assert f"  {REJECTION[task]}" in err and "Candidate REJECTED: 1 gate(s) failed" in err
+
+
+def test_a_multiclass_evaluation_of_many_classes_wraps_under_120_characters_a_line():
+    """Twenty classes were one line of 643 characters."""
+    from torchtfx.pipeline.reporting.console import evaluation_lines
+
+    overall = {"sparse_categorical_accuracy": 0.8, "auc(macro)": 0.9, "auc(micro)": 0.93, "example_count": 9000.0}
+    overall |= {f"recall[class_id={k}]": k / 20 for k in range(20)}
+    lines = evaluation_lines(overall)
+    assert all(len(line) < 120 for line in lines) and len(lines) == 4, lines
+    assert lines[2].startswith("  recall per class: 0=0.0000, 1=0.0500,") and lines[3].startswith("    ")
+    assert "19=0.9500" in lines[3]
 
 
 def test_the_binary_html_report_keeps_its_auc_plot_table_and_calibration(tmp_path):
