@@ -68,7 +68,7 @@ KNOWN_DIFFERENCES = {
             "test_bernoulli_seed_expanded",
         ),
         "random draws (Bernoulli, RandomUniformLike): the expected outputs are numpy RandomState draws, which no "
-        "other runtime reproduces; not translated (a served graph has no use for them)",
+        "other runtime reproduces; Bernoulli is not translated, RandomUniformLike draws TF's numbers",
     ),
     **dict.fromkeys(
         (

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-from onnx import numpy_helper
+from onnx import TensorProto, numpy_helper
 
-from torchtfx.components.converter.ops.registry import op, static
+from torchtfx.components.converter.ops.registry import DTYPES, op, static
 
 
 def _hardmax(x: tf.Tensor, axis: int) -> tf.Tensor:
@@ -133,6 +133,22 @@ def _dropout(node, x):
     mask = tf.logical_or(tf.logical_not(training), drawn >= ratio)
     scale = tf.where(training, 1 / (1 - ratio), tf.ones_like(ratio))
     return [tf.where(mask, data * scale, tf.zeros_like(data)), mask]
+
+
+@op("RandomUniformLike", "RandomUniform")
+def _random_uniform(node, x):
+    """Draws in [low, high) of the input's shape (``RandomUniformLike``) or ``shape``, by the spec. ONNX's
+    expected outputs are numpy draws no runtime reproduces; torchtfx's exporter writes this op only for a model
+    whose eval output its determinism check proved independent of the draw (a ``uniform_`` on an ignored
+    branch), so which numbers TF draws does not reach a served output."""
+    dtype = node.attr("dtype")
+    if x:
+        shape, dtype = tf.shape(x[0]), DTYPES[dtype] if dtype is not None else x[0].dtype
+    else:
+        shape, dtype = list(node.attr("shape")), DTYPES[dtype if dtype is not None else TensorProto.FLOAT]
+    dtype = node.float_dtype if dtype == tf.float32 else dtype
+    seed = None if node.attr("seed") is None else int(node.attr("seed"))
+    return [tf.random.uniform(shape, node.attr("low", 0.0), node.attr("high", 1.0), dtype=dtype, seed=seed)]
 
 
 @op("ConstantOfShape")

@@ -217,6 +217,18 @@ def _logcumsumexp(g, x, dim):
     return g.op("Add", g.op("Log", summed), top)
 
 
+@symbolic(
+    "uniform",
+    "RandomUniformLike over the input's shape and dtype; the determinism check has proved the draw reaches no output",
+)
+def _uniform(g, x, low, high, generator=None):
+    # A published sparse MoE draws ``torch.zeros_like(g).uniform_()`` on a branch its eval output ignores (a
+    # second-expert policy whose threshold keeps every expert); export_onnx refuses a model whose eval output is
+    # random before tracing (modeling/determinism.py), so a draw written here cannot reach a served output.
+    low, high = sh._get_const(low, "f", "from"), sh._get_const(high, "f", "to")
+    return g.op("RandomUniformLike", x, low_f=float(low), high_f=float(high))
+
+
 @contextlib.contextmanager
 def registered(opset: int) -> Iterator[dict[str, int]]:
     """Register every entry torch lacks at ``opset`` for the duration; yields {op name: times used}."""

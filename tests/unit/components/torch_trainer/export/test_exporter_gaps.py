@@ -45,6 +45,7 @@ CALLS = {
     "take_along_dim": lambda x: torch.take_along_dim(x, torch.argsort(x, 1), 1),
     "isin": lambda x: torch.isin(torch.round(x), torch.tensor([0.0, 1.0])).float(),
     "logcumsumexp": lambda x: torch.logcumsumexp(x, 1),
+    "uniform": lambda x: x * (torch.zeros_like(x).uniform_() < 2.0),  # a draw that reaches no output
 }
 
 
