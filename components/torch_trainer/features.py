@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 
+from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, ModelSpec, SequenceInput
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 from torchtfx.data.config.text import model_vocab_size
@@ -108,6 +109,12 @@ def sequence_layout(cfg: DatasetConfig, tft_output) -> dict[str, tuple]:
     }
 
 
+class LabelClassesError(StageFailure):
+    """Transform's vocabulary of a multiclass label holds fewer values than ``label.num_classes``. The DataGate
+    refuses this before Transform where the statistics prove it (components/data_gate/label_classes.py); an
+    integer label with gaps in its range is only found here."""
+
+
 def label_classes(cfg: DatasetConfig, tft_output) -> tuple[str, ...]:
     """A multiclass label's classes from Transform's vocabulary; all ``num_classes`` must have been seen."""
     if cfg.task != MULTICLASS:
@@ -115,7 +122,7 @@ def label_classes(cfg: DatasetConfig, tft_output) -> tuple[str, ...]:
     classes = tuple(v.decode() if isinstance(v, bytes) else str(v)
                     for v in tft_output.vocabulary_by_name(cfg.label_vocabulary))  # fmt: skip
     if len(classes) < cfg.label.num_classes:
-        raise ValueError(
+        raise LabelClassesError(
             f"label column {cfg.label.column!r} has only {len(classes)} distinct values in the analyzed data "
             f"({', '.join(classes) or 'none'}), but label.num_classes is {cfg.label.num_classes}; lower "
             "num_classes in the dataset config or give the pipeline data with every class"
