@@ -19,6 +19,7 @@ STAGE_ERRORS = {
     "torchtfx.components.torch_trainer.cluster.launch": "TrainingFailedError",
     "torchtfx.components.torch_trainer.cluster.job_runner": "ClusterJobFailedError",
     "torchtfx.components.torch_trainer.export.onnx_export": "ExportError",
+    "torchtfx.components.torch_trainer.features": "LabelClassesError",
     "torchtfx.components.torch_trainer.export.parity": "ParityError",
     "torchtfx.components.tf_serving.errors": "ServingChangeError",
     "torchtfx.components.tf_serving.model_server": "ModelServerError",
