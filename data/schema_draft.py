@@ -31,6 +31,7 @@ from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
 from torchtfx.data.sources import DataSourceError, csv_files, csv_rows, read_header
 
 logger = logging.getLogger(__name__)
+_TERMINATOR = "\r\n"
 
 
 def _numeric_ranges(stats: statistics_pb2.DatasetFeatureStatisticsList) -> dict[str, tuple[float, float]]:
@@ -145,8 +146,11 @@ def _lines(path: str, blanked: tuple[int, ...], markers: frozenset[str]) -> Iter
             if record[i] in markers:
                 record[i] = ""
         out = io.StringIO()
-        csv.writer(out, lineterminator="").writerow(record)
-        yield out.getvalue()
+        # csv's writer quotes a value that holds a character of its line terminator, and only those: with "" it
+        # wrote a value's line break unquoted, which TFDV's reader refused ("new-line character seen in unquoted
+        # field"). With CRLF, a value holding CR or LF is quoted; the terminator itself is cut off.
+        csv.writer(out, lineterminator=_TERMINATOR).writerow(record)
+        yield out.getvalue()[: -len(_TERMINATOR)]
 
 
 def _statistics(files: list[Path], missing_values: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:

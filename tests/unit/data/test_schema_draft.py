@@ -69,3 +69,14 @@ def test_nan_in_a_float_column_is_missing_not_a_value_in_the_drafted_range(tmp_p
     features = {f.name: f for f in schema.feature}
     assert features["y"].type == schema_pb2.INT and not features["y"].HasField("shape")
     assert (features["y"].int_domain.min, features["y"].int_domain.max) == (1, 29)
+
+
+def test_a_quoted_value_holding_a_line_break_drafts_a_schema(tmp_path):
+    """ExampleGen reads such a file; draft-schema wrote the value back out unquoted, and TFDV's reader refused it."""
+    rows = "".join(f'{i}.5,"Flash\nCab {i % 2}"\n' if i % 3 == 0 else f"{i}.5,Blue\r\n" for i in range(30))
+    (tmp_path / "data.csv").write_text("fare,company\n" + rows)
+    schema = draft_schema(tmp_path)
+    assert _types(schema) == {"fare": "FLOAT", "company": "BYTES"}
+    domains = {d.name: set(d.value) for d in schema.string_domain}
+    assert domains[next(f for f in schema.feature if f.name == "company").domain] == {"Flash\nCab 0", "Flash\nCab 1",
+                                                                                      "Blue"}  # fmt: skip
