@@ -7,6 +7,7 @@ import ast
 import contextlib
 import errno
 import multiprocessing
+import os
 import re
 import shutil
 import subprocess
@@ -229,3 +230,59 @@ def test_security_torch_load_is_weights_only_everywhere():
                     )
                     offenders += [] if safe else [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}"]
     assert offenders == []
+
+
+def _cli_world(tmp_path: Path):
+    """A serving directory and registry where `torchtfx promote` (the CLI's own settings) finds them."""
+    from torchtfx.pipeline.cli.promotion import local_settings, serving_target
+    from torchtfx.pipeline.settings.declared import DEFAULT_DATASET
+
+    root, serving = tmp_path / "pipeline", tmp_path / "serving"
+    settings = local_settings(DEFAULT_DATASET, root, serving)
+    settings.root.joinpath("mlflow").mkdir(parents=True)
+    target = serving_target(settings)
+    experiment = target.registry.client.create_experiment("runs", artifact_location=str(tmp_path / "artifacts"))
+
+    def candidate(value: float) -> promotion.Candidate:
+        run_id = target.registry.client.create_run(experiment).info.run_id
+        return promotion.Candidate(_saved_model(tmp_path / f"model-{value}", value), None, run_id, {})
+
+    cli = [sys.executable, "-m", "torchtfx.pipeline.cli.main", "promote", "--pipeline-root", str(root),
+           "--serving-dir", str(serving)]  # fmt: skip
+    return target, candidate, cli
+
+
+def _cli_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
+
+
+def _state(target: promotion.ServingTarget):
+    """Serving folder, labels, journal and registry aliases: what must agree after every command."""
+    previous = target.registry.serving_version(PREVIOUS)
+    return (layout.versions(target.serving_dir), model_config.read_state(target.serving_dir),
+            promotion.pending_label_move(target), target.registry.serving_version(CHAMPION), previous)  # fmt: skip
+
+
+def test_fault_rollback_twice_with_two_versions_goes_to_1_then_refuses_and_changes_nothing(tmp_path):
+    """`torchtfx promote --rollback` twice (the real CLI) over versions 1 and 2: the first makes 1 the champion
+    with both labels, the second is the no-op the Promoter's README documents, in one line, exit 0."""
+    target, candidate, cli = _cli_world(tmp_path)
+    for value in (1.0, 2.0):
+        promotion.promote(candidate(value), target)
+        promotion.finish(target)  # confirm the load a server-less promotion leaves pending
+    assert _state(target) == ([1, 2], ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2}), None, 2, 1)
+    first = subprocess.run([*cli, "--rollback"], capture_output=True, text=True, timeout=300, env=_cli_env())
+    assert first.returncode == 0, first.stderr[-3000:]
+    registry_one = target.registry.alias_version(CHAMPION).version
+    assert first.stdout.startswith(f"rolled back: champion is registry version {registry_one} again (was "), first
+    after_first = _state(target)
+    assert after_first[1].labels == {"stable": 1, "canary": 1} and after_first[2:] == (None, 1, None), after_first
+    digest = _digest(target.serving_dir)
+    second = subprocess.run([*cli, "--rollback"], capture_output=True, text=True, timeout=300, env=_cli_env())
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stdout.splitlines() == [
+        f"nothing to roll back: {target.model_name} has no previous champion (champion stays registry version "
+        f"{registry_one})"
+    ], second
+    assert _state(target) == after_first and _digest(target.serving_dir) == digest
+    assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
