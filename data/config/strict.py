@@ -262,20 +262,29 @@ class _GuardedLoader(yaml.SafeLoader):
         self._expanded[id(node)] = size
 
 
-def _load_guarded(text: str) -> Any:
+def _load_guarded(text: str, documents: bool = False) -> Any:
+    """The one document in ``text``, or (``documents``) the list of all its documents."""
     loader = _GuardedLoader(text)
     try:
-        return loader.get_single_data()
+        if not documents:
+            return loader.get_single_data()
+        found = []
+        while loader.check_data():
+            found.append(loader.get_data())
+        return found
     finally:
         loader.dispose()
 
 
-def load_yaml_text(text: str, source: str, error: type[ConfigError] = ConfigError, *, lines: bool = True) -> Any:
-    """The YAML document ``text`` of the user's (a file's contents, a command line value) read with the guarded
-    loader; a syntax error, a recursive alias or aliases that expand beyond ``MAX_YAML_NODES`` values become
-    ``error("source:line: ...")`` (``lines``: with the line YAML stopped at)."""
+def load_yaml_text(
+    text: str, source: str, error: type[Exception] = ConfigError, *, lines: bool = True, documents: bool = False
+) -> Any:
+    """The YAML document ``text`` of the user's (a file's contents, a command line value; ``documents``: the list
+    of all its documents) read with the guarded loader; a syntax error, a recursive alias or aliases that expand
+    beyond ``MAX_YAML_NODES`` values become ``error("source:line: ...")`` (``lines``: with the line YAML stopped
+    at)."""
     try:
-        return _load_guarded(text)
+        return _load_guarded(text, documents)
     except YamlAliasError as err:
         raise error(f"{source}{_line(err.problem_mark, lines)}: {err.problem}") from None
     except yaml.MarkedYAMLError as err:

@@ -14,9 +14,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.data.config.strict import load_yaml_text
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +41,7 @@ def read_package(package: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The pipeline spec and PlatformSpec documents, checked for what the KFP backend requires."""
     if not package.is_file():
         raise SubmitError(f"{package} does not exist: run `torchtfx compile` first")
-    docs = list(yaml.safe_load_all(package.read_text()))
+    docs = load_yaml_text(package.read_text(), str(package), SubmitError, documents=True)  # the guarded loader
     spec = docs[0] if docs else None
     if not isinstance(spec, dict) or spec.get("schemaVersion") != "2.1.0":
         raise SubmitError(f"{package} is not a pipeline spec with schemaVersion 2.1.0; recompile it")

@@ -15,6 +15,7 @@ from tests import helpers
 from tests.fakes.http_server import http_server
 from tests.fakes.kfp_api import FakeKfp, run_status
 from tests.paths import PROJECT_ROOT
+from tests.unit.pipeline.cli.test_setting_options import ALIAS_BOMB
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 from torchtfx.pipeline.kfp.follow import RunFollower, RunTimeoutError
@@ -108,6 +109,15 @@ def test_unknown_parameter_and_missing_package_are_refused(kfp, package, tmp_pat
         submit(package, host=kfp.url, experiment="taxi", params={"epochs": "3"})
     with pytest.raises(SubmitError, match="run `torchtfx compile` first"):
         submit(tmp_path / "missing.yaml", host=kfp.url, experiment="taxi")
+    assert kfp.runs() == []
+
+
+def test_a_package_with_an_alias_bomb_is_refused_by_the_guarded_loader(kfp, tmp_path):
+    """The package is the user's file: read with the guarded loader, like every YAML the user gives."""
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(f"schemaVersion: 2.1.0\nlaughs: {ALIAS_BOMB}---\n{{}}\n")
+    with pytest.raises(SubmitError, match=rf"^{bomb}:\d+: the aliases in this value expand to more than 100,000"):
+        submit(bomb, host=kfp.url, experiment="taxi")
     assert kfp.runs() == []
 
 
