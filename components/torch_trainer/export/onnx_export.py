@@ -33,7 +33,7 @@ from torchtfx.components.converter import repairs
 from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.export import symbolics
 from torchtfx.components.torch_trainer.export.dynamo_export import DynamoExportError, ModelRecipe, export_with_dynamo
-from torchtfx.components.torch_trainer.export.export_failure import explain, quiet_exporter
+from torchtfx.components.torch_trainer.export.export_failure import explain, fails_in_torch, quiet_exporter
 from torchtfx.components.torch_trainer.export.shape_checks import (
     VERIFY_BATCHES,
     input_names,
@@ -149,6 +149,8 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRec
         return _save(graph, path, ExportReport((), VERIFY_BATCHES, (), "dynamo", shapes))
     fired: tuple[str, ...] = ()
     failures = shape_failures(graph, head, split)
+    if own := fails_in_torch(failures):
+        raise ExportError(own)
     if failures:
         logger.warning("ONNX export is not dynamic in its batch or length axes: %s; repairing", failures)
         graph, fired = _repaired(graph, head, split)
@@ -222,7 +224,7 @@ def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, split: ArraySplit, legac
                           "computes a constant from it).")  # fmt: skip
     failures = shape_failures(graph, head, split)
     if failures:
-        raise ExportError(f"the dynamo exporter's graph does not match PyTorch: {failures}")
+        raise ExportError(fails_in_torch(failures) or f"the dynamo exporter's graph does not match PyTorch: {failures}")
     return graph
 
 

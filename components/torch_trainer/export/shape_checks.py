@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from torchtfx.components.torch_trainer.features import CATEGORICAL_INPUT, DENSE_INPUT
+from torchtfx.components.torch_trainer.modeling.tracebacks import torch_error
 from torchtfx.components.torch_trainer.worker.shards import PADDING_ID, ArraySplit
 
 VERIFY_BATCHES = (1, 7)
@@ -18,6 +19,10 @@ VERIFY_BATCHES = (1, 7)
 TRACE_LENGTH = 11
 _SECOND_TRACE_LENGTH = 13
 _VERIFY_TOLERANCE = 1e-5
+
+
+class TorchFailure(str):
+    """A shape failure that is PyTorch's own: the model raised there (torch's error and the user's line)."""
 
 
 def trace_lengths(split: ArraySplit) -> tuple[int, int]:
@@ -66,7 +71,8 @@ def input_names(split: ArraySplit) -> tuple[str, ...]:
 
 
 def shape_failures(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> dict:
-    """Where onnxruntime fails or differs from PyTorch: batch size (tabular) or (batch, length) -> what."""
+    """Where onnxruntime fails or differs from PyTorch: batch size (tabular) or (batch, length) -> what (a
+    :class:`TorchFailure` where PyTorch itself fails there)."""
     import onnxruntime as ort
 
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -75,13 +81,17 @@ def shape_failures(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -
     for batch, length in verify_shapes(split):
         key = batch if length is None else (batch, length)
         inputs = sample_inputs(split, batch, length)
+        try:  # torch first: a model that fails in PyTorch itself at this size is not the export's fault
+            with torch.no_grad():
+                want = head(*inputs).numpy()
+        except Exception as err:
+            failures[key] = TorchFailure(torch_error(err))
+            continue
         try:
             (got,) = session.run(None, {name: x.numpy() for name, x in zip(names, inputs, strict=True)})
         except Exception as err:  # onnxruntime names the node that failed
             failures[key] = str(err).splitlines()[0][:400]
             continue
-        with torch.no_grad():
-            want = head(*inputs).numpy()
         diff = scaled_diff(want, got.reshape(want.shape)) if got.size == want.size else float("inf")
         if not diff <= _VERIFY_TOLERANCE:
             failures[key] = f"output differs from PyTorch by {diff:.3g} (shape {got.shape} vs {want.shape})"

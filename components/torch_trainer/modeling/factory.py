@@ -25,6 +25,7 @@ from torch import nn
 from torchtfx.components.torch_trainer.modeling.determinism import find_nondeterminism
 from torchtfx.components.torch_trainer.modeling.heads import ModelOutputError, split_output
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec, SequenceInput
+from torchtfx.components.torch_trainer.modeling.tracebacks import torch_error
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,8 @@ TABULAR_ZOO = ("mlp", "resnet", "dcn", "ft_transformer")
 TEXT_ZOO = ("text_transformer", "text_moe", "text_cnn")  # they read a dataset's text features (spec.sequences)
 ZOO = TABULAR_ZOO + TEXT_ZOO
 _CHECK_BATCH = 3
+# Then one row: squeeze() and the like drop the batch axis of a one-row batch (TF Serving's single requests).
+_CHECK_BATCHES = (_CHECK_BATCH, 1)
 
 
 def _split(factory: str) -> tuple[str, str]:
@@ -167,12 +170,26 @@ def _signature(spec: ModelSpec) -> str:
 
 
 def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
-    """Run a tiny batch through ``forward(dense, categorical, *sequences)`` and check what comes back."""
-    inputs = check_inputs(spec, _CHECK_BATCH)
+    """Run a tiny batch, then a batch of one row (TF Serving's and the Evaluator's single requests), through
+    ``forward(dense, categorical, *sequences)`` and check what comes back."""
     was_training = model.training
     try:
+        for batch in _CHECK_BATCHES:
+            inputs = check_inputs(spec, batch)
+            _check_shape(_forward(model.eval(), inputs, spec, name, batch), spec, name, batch)
+            if batch == _CHECK_BATCH:
+                varying = find_nondeterminism(model, inputs)
+                if varying is not None:
+                    raise ModelConfigError(varying.describe(name))
+    finally:
+        model.train(was_training)
+
+
+def _forward(model: nn.Module, inputs: tuple[torch.Tensor, ...], spec: ModelSpec, name: str, batch: int):
+    """``model(*inputs)``; torch's own error, with the user's source line, as a ModelConfigError."""
+    try:
         with torch.no_grad(), _no_exit(name, "in the model's forward"):
-            out = model.eval()(*inputs)
+            out = model(*inputs)
     except ModelConfigError:  # the forward exited
         raise
     except Exception as err:
@@ -180,28 +197,33 @@ def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
         if spec.sequences and isinstance(err, TypeError) and "positional argument" in str(err):
             hint = (f"; the dataset has text features, so forward also takes their token ids: choose a text model "
                     f"({', '.join(TEXT_ZOO)}) or write forward(dense, categorical, *sequences)")  # fmt: skip
+        elif batch == 1:
+            hint = (
+                "; TF Serving and the Evaluator call the model with one row, so forward must work for any number "
+                "of rows, one included (e.g. x.squeeze(-1), not x.squeeze(), which drops the batch axis)"
+            )
         raise ModelConfigError(
-            f"model {name!r} failed on a batch of {_CHECK_BATCH}: {_signature(spec)} raised {type(err).__name__}: "
-            f"{err}{hint}"
+            f"model {name!r} failed on a batch of {batch}: {_signature(spec)} raised {torch_error(err)}{hint}"
         ) from err
-    finally:
-        model.train(was_training)
     try:
-        out, _ = split_output(out)
+        return split_output(out)[0]
     except ModelOutputError as err:
         raise ModelConfigError(f"model {name!r}: {err}") from None
-    varying = find_nondeterminism(model, inputs)
-    if varying is not None:
-        raise ModelConfigError(varying.describe(name))
-    expected = spec.output_shape(_CHECK_BATCH)
-    if not isinstance(out, torch.Tensor) or not out.is_floating_point() or tuple(out.shape) != expected:
-        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
-        what = "logits [batch, num_outputs]" if len(expected) == 2 else "one raw score per row, shape [batch]"
-        hint = " (squeeze the last dimension)" if got.startswith(f"({_CHECK_BATCH}, 1)") else ""
-        raise ModelConfigError(
-            f"model {name!r} returned {got} for a batch of {_CHECK_BATCH}; a {spec.task} model must return "
-            f"{what}, i.e. a float tensor of shape {expected}{hint}"
-        )
+
+
+def _check_shape(out, spec: ModelSpec, name: str, batch: int) -> None:
+    expected = spec.output_shape(batch)
+    if isinstance(out, torch.Tensor) and out.is_floating_point() and tuple(out.shape) == expected:
+        return
+    got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, torch.Tensor) else type(out).__name__
+    what = "logits [batch, num_outputs]" if len(expected) == 2 else "one raw score per row, shape [batch]"
+    hint = " (squeeze the last dimension)" if got.startswith(f"({batch}, 1)") else ""
+    if batch == 1 and isinstance(out, torch.Tensor) and out.dim() < len(expected):
+        hint = " (the batch axis was dropped for one row: squeeze(-1), not squeeze(), keeps it)"
+    raise ModelConfigError(
+        f"model {name!r} returned {got} for a batch of {batch}; a {spec.task} model must return "
+        f"{what}, i.e. a float tensor of shape {expected}{hint}"
+    )
 
 
 def provisional_spec(

@@ -3,10 +3,13 @@ way a factory can be wrong (each a clear error naming the factory, before traini
 
 from __future__ import annotations
 
+import inspect
 import textwrap
+import time
 
 import pytest
 import torch
+from torch import nn
 
 from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, load_factory
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec, SequenceInput
@@ -220,3 +223,53 @@ def test_a_tabular_model_on_a_dataset_with_text_features_is_refused_naming_the_t
     spec = ModelSpec(("a",), ("b",), (3,), sequences=(SequenceInput("text_xf", 50, 16),))
     with pytest.raises(ModelConfigError, match=r"text_xf int64 \[batch, <= 16\].*choose a text model \(text_"):
         build_model(ModelConfig(factory="mlp"), spec)
+
+
+class SqueezedThenIndexed(nn.Module):
+    """Runs at any batch size but 1: squeeze() drops the batch axis of a one-row batch, then the index fails."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.linear = nn.Linear(len(spec.dense_features), 2)
+
+    def forward(self, dense, categorical):
+        h = self.linear(dense).unsqueeze(1).squeeze()  # [batch, 2]; [2] for one row
+        return h[:, 0] - h[:, 1]
+
+
+class EndsWithSqueeze(nn.Module):
+    """Returns [batch] scores at any batch size but 1, where squeeze() leaves a scalar."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        super().__init__()
+        self.linear = nn.Linear(len(spec.dense_features), 1)
+
+    def forward(self, dense, categorical):
+        return self.linear(dense).squeeze()
+
+
+def squeezed_then_indexed(spec):
+    return SqueezedThenIndexed(spec)
+
+
+def ends_with_squeeze(spec):
+    return EndsWithSqueeze(spec)
+
+
+def test_a_model_that_fails_in_pytorch_at_one_row_is_refused_in_seconds_with_torch_s_error_and_the_line():
+    line = inspect.getsourcelines(SqueezedThenIndexed.forward)[1] + 2
+    start = time.perf_counter()
+    with pytest.raises(ModelConfigError) as err:
+        build_model(ModelConfig(factory=f"{__name__}:squeezed_then_indexed"), SPEC)
+    assert time.perf_counter() - start < 10
+    message = str(err.value)
+    assert "failed on a batch of 1: forward(dense float32 [batch, 2]" in message
+    assert "raised IndexError: too many indices for tensor of dimension 1" in message
+    assert f"{__file__}:{line} in forward: `return h[:, 0] - h[:, 1]`" in message
+    assert "x.squeeze(-1), not x.squeeze()" in message and "\n" not in message
+
+
+def test_a_forward_ending_in_squeeze_is_refused_at_one_row_naming_the_dropped_batch_axis():
+    with pytest.raises(ModelConfigError, match=r"returned \(\) torch.float32 for a batch of 1; .* shape \(1,\) \(the "
+                       r"batch axis was dropped for one row: squeeze\(-1\), not squeeze\(\), keeps it\)"):  # fmt: skip
+        build_model(ModelConfig(factory=f"{__name__}:ends_with_squeeze"), SPEC)
