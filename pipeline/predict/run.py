@@ -126,9 +126,10 @@ def predict(request: PredictRequest) -> PredictSummary:
     source = check_source(paths, request.dataset, request.keys)
     model = served_model(request.target, request.alias, request.version)
     start = time.monotonic()
-    try:
-        written = _score(request, source, model, output)
-    except BaseException:
-        output.discard()
-        raise
+    with output.claimed():
+        try:
+            written = _score(request, source, model, output)
+        except BaseException:
+            output.discard()
+            raise
     return PredictSummary(source.rows, len(paths), output.out, written, model, time.monotonic() - start)

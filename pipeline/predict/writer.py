@@ -1,5 +1,6 @@
 """Where the scored rows go, all or nothing: the sink writes into a staging folder beside ``--out``
-(``.<name>.incoming-<id>``), and only a run that scored every row renames it into place; a failure deletes it.
+(``.<name>.incoming-<id>``), and only a run that scored every row renames it into place; a failure deletes it, and
+a rerun deletes one whose run was killed (``staging.py``: the run holds a lock in it).
 
 ``--out`` ending in ``.csv`` or ``.parquet`` is one file of that format (one writer: fine for a day's CSV);
 anything else is a folder of shards ``part-SSSSS-of-NNNNN.<format>`` (``--format``, CSV by default), one per
@@ -10,16 +11,19 @@ one ``_SUCCESS``, so a reader that waits for it never sees part of the result.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from torchtfx.pipeline.predict.errors import PredictError
 from torchtfx.pipeline.predict.outputs import OutputPlan
+from torchtfx.pipeline.predict.staging import claim, remove_stale, staging_name
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +54,26 @@ class OutputTarget:
                 "or give another --out"
             )
         parent, name = FileSystems.split(out)
-        staging = FileSystems.join(parent, f".{name}.incoming-{uuid.uuid4().hex[:8]}")
+        staging = FileSystems.join(parent, staging_name(name, uuid.uuid4().hex[:8]))
         return cls(out, suffix if single else (fmt or CSV), single, staging)
 
     @property
     def is_local(self) -> bool:
         return "://" not in self.out
+
+    @contextlib.contextmanager
+    def claimed(self) -> Iterator[None]:
+        """This run's staging folder, made and owned (a local --out) for the ``with`` block; the staging folders
+        of a killed run for the same --out are removed first."""
+        if not self.is_local:
+            yield
+            return
+        remove_stale(self.out)
+        owner = claim(self.staging)
+        try:
+            yield
+        finally:
+            owner.close()
 
     def sink(self, plan: OutputPlan) -> beam.PTransform:
         """The Beam write of the rows (CSV lines or Parquet records) into the staging folder."""

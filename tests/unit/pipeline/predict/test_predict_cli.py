@@ -4,8 +4,14 @@ under a pipeline root; scored through the command line on the taxi CSV."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -67,6 +73,12 @@ def test_the_champion_scores_every_row_of_the_taxi_csv_as_its_saved_model_does(p
     rows = helpers.csv_rows(taxi_csv)
     assert re.search(rf"Scored {len(rows):,} rows of 1 file\(s\) with serving version 1 \(registry version 1, ",
                      result.output)  # fmt: skip
+    _assert_every_row_scored_as_the_saved_model_does(out, pipeline_root, taxi_csv, taxi_cfg)
+    print(result.output)  # the rows/s line, for the record (pytest -s)
+
+
+def _assert_every_row_scored_as_the_saved_model_does(out, pipeline_root, taxi_csv, taxi_cfg) -> None:
+    rows = helpers.csv_rows(taxi_csv)
     with out.open(newline="") as handle:
         written = list(csv.DictReader(handle))
     assert list(written[0]) == ["source_file", "source_line", "probabilities"]
@@ -76,7 +88,33 @@ def test_the_champion_scores_every_row_of_the_taxi_csv_as_its_saved_model_does(p
     expected = _direct(pipeline_root / "serving" / "taxi" / "1", rows, taxi_cfg)
     scored = np.array([by_line[line] for line in range(2, len(rows) + 2)])
     assert np.max(np.abs(scored - expected)) <= 1e-6
-    print(result.output)  # the rows/s line, for the record (pytest -s)
+
+
+def test_a_rerun_removes_the_staging_folder_of_a_killed_predict_and_scores_every_row(pipeline_root, taxi_csv,
+                                                                                     taxi_cfg, tmp_path):  # fmt: skip
+    """A real `torchtfx predict` SIGKILLed while its staging folder exists. Before: the folder stayed beside
+    --out after every rerun (named with a random id, it was neither reused nor removed)."""
+    out = tmp_path / "scores.csv"
+    env = {name: value for name, value in os.environ.items() if name != "MLFLOW_TRACKING_URI"}
+    command = [sys.executable, "-m", "torchtfx.pipeline.cli.main", "predict", "--pipeline-root", str(pipeline_root),
+               "--data", str(taxi_csv), "--out", str(out)]  # fmt: skip
+    killed = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 180
+        while killed.poll() is None and time.monotonic() < deadline and not list(tmp_path.glob(".scores.csv.*")):
+            time.sleep(0.02)
+        killed.send_signal(signal.SIGKILL)  # no handler runs, nothing is cleaned up
+        killed.wait()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(killed.pid, signal.SIGKILL)  # a Beam worker it may have started
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left and all(name.startswith(".scores.csv.") for name in left), left  # killed mid-run
+    result = _predict(pipeline_root, "--data", str(taxi_csv), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scores.csv"]  # the killed run's staging folder is gone
+    _assert_every_row_scored_as_the_saved_model_does(out, pipeline_root, taxi_csv, taxi_cfg)
 
 
 def test_a_malformed_line_stops_the_command_by_file_and_line_and_nothing_is_written(pipeline_root, taxi_csv,
