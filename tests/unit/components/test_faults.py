@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -285,4 +286,72 @@ def test_fault_rollback_twice_with_two_versions_goes_to_1_then_refuses_and_chang
         f"{registry_one})"
     ], second
     assert _state(target) == after_first and _digest(target.serving_dir) == digest
+    assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
+
+
+def _promote_stopping_in_the_lock(root: str, serving: str, model: str, run_id: str) -> None:
+    """A Promoter's promotion (the real code and settings of the CLI's target) that stops itself with SIGSTOP
+    inside the promotion lock, after journaling the push, until the test sends SIGCONT."""
+    from torchtfx.pipeline.cli.promotion import local_settings, serving_target
+    from torchtfx.pipeline.settings.declared import DEFAULT_DATASET
+
+    target = serving_target(local_settings(DEFAULT_DATASET, Path(root), Path(serving)))
+    real_push = layout.push_version
+
+    def stop_then_push(*args):
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return real_push(*args)
+
+    layout.push_version = stop_then_push
+    promotion.promote(promotion.Candidate(Path(model), None, run_id, {}), target)
+
+
+def _stopped(pid: int) -> bool:
+    return psutil.Process(pid).status() == psutil.STATUS_STOPPED
+
+
+def test_fault_promote_finish_while_a_promotion_holds_the_lock_waits_and_confirms_nothing_unseen(tmp_path):
+    """`torchtfx promote --finish` (the real CLI) while a promotion of version 2 is stopped inside the promotion
+    lock: the finish waits for the lock, saying so; the promotion completes; the finish, typed before version 2
+    existed, does not confirm version 2's load; serving folder, journal and registry agree; a second --finish
+    then confirms it."""
+    target, candidate, cli = _cli_world(tmp_path)
+    promotion.promote(candidate(1.0), target)
+    promotion.finish(target)
+    second = candidate(2.0)
+    context = multiprocessing.get_context("spawn")
+    root = str(tmp_path / "pipeline")
+    args = (root, str(target.serving_dir), str(second.saved_model_dir), second.mlflow_run_id)
+    promoter = context.Process(target=_promote_stopping_in_the_lock, args=args)
+    promoter.start()
+    finishing = None
+    try:
+        deadline = time.time() + 300
+        while not _stopped(promoter.pid):
+            assert promoter.is_alive() and time.time() < deadline, promoter.exitcode
+            time.sleep(0.1)
+        finishing = subprocess.Popen([*cli, "--finish"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=_cli_env())  # fmt: skip
+        time.sleep(8)  # the CLI starts in ~1 s; it must still be waiting on the lock
+        assert finishing.poll() is None, finishing.communicate()
+        os.kill(promoter.pid, signal.SIGCONT)
+        promoter.join(timeout=300)
+        out, err = finishing.communicate(timeout=300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(promoter.pid, signal.SIGKILL)  # only where the test failed
+        if finishing is not None and finishing.poll() is None:
+            finishing.kill()
+    assert promoter.exitcode == 0
+    assert "Waiting for another promotion on" in err, err
+    assert finishing.returncode == 1 and err.strip().splitlines()[-1].endswith(
+        "serving version 2 was staged by a promotion that ran after this `promote --finish` started, so it cannot "
+        "confirm that TF Serving loaded it; nothing was changed. Check that TF Serving reports version 2 AVAILABLE "
+        "and run `torchtfx promote --finish` again (or `--rollback` if it failed to load)"
+    ), (out, err)
+    staged = ServedState(frozenset({1, 2}), {"stable": 1, "canary": 1})
+    assert _state(target) == ([1, 2], staged, 2, 2, 1)  # the promotion's own state: labels wait for a confirmation
+    again = subprocess.run([*cli, "--finish"], capture_output=True, text=True, timeout=300, env=_cli_env())
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _state(target) == ([1, 2], ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2}), None, 2, 1)
     assert not (target.serving_dir / promotion.JOURNAL_FILE).exists()
