@@ -35,6 +35,12 @@ TOKENIZERS = (WORDS, CHAR_NGRAMS)
 DEFAULT_NGRAM_WIDTH = 3
 NGRAM_WIDTHS = range(2, 7)  # 1 is a character vocabulary; beyond 6 almost every n-gram is rare
 LENGTH_BUCKET_SUFFIX = "_length_bucket"
+# Upper bounds no one can mean to exceed (issue #41): 65,536 tokens, where one row's attention scores in a text
+# model (length**2 float32 per head) already take 16 GiB; a vocabulary of 10M tokens, whose 64-wide embedding
+# table takes 2.4 GiB; 1M OOV buckets.
+MAX_TEXT_LENGTH = 2**16
+MAX_TEXT_VOCABULARY = 10_000_000
+MAX_TEXT_OOV_BUCKETS = 1_000_000
 VOCABULARY_SUFFIX = "_tokens"
 
 
@@ -56,8 +62,9 @@ class TextFeature(StrictConfig):
     @pydantic.field_validator("max_length")
     @classmethod
     def _some_tokens(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"must be >= 1 (how many tokens of each text the model reads, e.g. 128), got {value}")
+        if not 1 <= value <= MAX_TEXT_LENGTH:
+            raise ValueError(f"must be from 1 to {MAX_TEXT_LENGTH:,} (how many tokens of each text the model reads, "
+                             f"e.g. 128), got {value}")  # fmt: skip
         return value
 
     @pydantic.field_validator("tokenizer")
@@ -70,15 +77,17 @@ class TextFeature(StrictConfig):
     @pydantic.field_validator("top_k")
     @classmethod
     def _some_vocabulary(cls, value: int) -> int:
-        if value < 1:
-            raise ValueError(f"must be >= 1 (how many of the most frequent tokens get their own id), got {value}")
+        if not 1 <= value <= MAX_TEXT_VOCABULARY:
+            raise ValueError(f"must be from 1 to {MAX_TEXT_VOCABULARY:,} (how many of the most frequent tokens get "
+                             f"their own id), got {value}")  # fmt: skip
         return value
 
     @pydantic.field_validator("num_oov_buckets")
     @classmethod
     def _buckets(cls, value: int) -> int:
-        if value < 0:
-            raise ValueError(f"must be >= 0 (0: every token outside the vocabulary gets one id), got {value}")
+        if not 0 <= value <= MAX_TEXT_OOV_BUCKETS:
+            raise ValueError(f"must be from 0 to {MAX_TEXT_OOV_BUCKETS:,} (0: every token outside the vocabulary "
+                             f"gets one id), got {value}")  # fmt: skip
         return value
 
     @pydantic.model_validator(mode="after")

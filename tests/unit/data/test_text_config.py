@@ -80,7 +80,9 @@ def test_text_features_survive_the_json_round_trip(tmp_path):
         ("{review: {max_length: 8, tokenizer: bpe}}", "",
          "features.text.review.tokenizer: got 'bpe', which is not a tokenizer; use words or char_ngrams"),
         ("{review: {max_length: 0}}", "",
-         "features.text.review.max_length: must be >= 1 (how many tokens of each text the model reads"),
+         "features.text.review.max_length: must be from 1 to 65,536 (how many tokens of each text the model reads"),
+        ("{review: {max_length: 1000000000}}", "",
+         "features.text.review.max_length: must be from 1 to 65,536 (how many tokens of each text the model reads"),
         ("{review: {}}", "", "features.text.review.max_length: required key is missing"),
         ("{review: {max_length: 8, tokenizer: char_ngrams, ngram_width: 7}}", "",
          "features.text.review: ngram_width must be 2..6 characters, got 7"),
@@ -88,8 +90,13 @@ def test_text_features_survive_the_json_round_trip(tmp_path):
          "ngram_width must be 2..6 characters, got 1"),
         ("{review: {max_length: 8, ngram_width: 3}}", "",
          "ngram_width applies to tokenizer char_ngrams only; remove it, or set tokenizer: char_ngrams"),
-        ("{review: {max_length: 8, top_k: 0}}", "", "features.text.review.top_k: must be >= 1"),
-        ("{review: {max_length: 8, num_oov_buckets: -1}}", "", "features.text.review.num_oov_buckets: must be >= 0"),
+        ("{review: {max_length: 8, top_k: 0}}", "", "features.text.review.top_k: must be from 1 to 10,000,000"),
+        ("{review: {max_length: 8, top_k: 1000000000}}", "",
+         "features.text.review.top_k: must be from 1 to 10,000,000"),
+        ("{review: {max_length: 8, num_oov_buckets: -1}}", "",
+         "features.text.review.num_oov_buckets: must be from 0 to 1,000,000"),
+        ("{review: {max_length: 8, num_oov_buckets: 1000000000}}", "",
+         "features.text.review.num_oov_buckets: must be from 0 to 1,000,000"),
         ("{review: {max_len: 8}}", "",
          "unknown key features.text.review.max_len; allowed keys here: max_length, ngram_width, num_oov_buckets"),
         ("{review: {max_length: 8}, kind: {max_length: 8}}", "",
@@ -106,7 +113,7 @@ def test_bad_text_settings_get_messages_that_name_the_key_and_the_fix(tmp_path, 
 
 
 def test_a_text_feature_in_code_raises_its_own_error():
-    with pytest.raises(TextConfigError, match=re.escape("max_length: must be >= 1")):
+    with pytest.raises(TextConfigError, match=re.escape("max_length: must be from 1 to 65,536")):
         TextFeature(max_length=0)
 
 
