@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO
 
-from torchtfx.data.sources import CutPoints, checked_records, text_stream
+from torchtfx.data.config.dataset import MAX_CELL_CHARS
+from torchtfx.data.sources import CutPoints, checked_records, set_cell_limit, text_stream
 
 __all__ = ["CsvPart", "CutPoints", "cut", "part_count", "part_records"]
 
@@ -25,13 +26,14 @@ __all__ = ["CsvPart", "CutPoints", "cut", "part_count", "part_records"]
 @dataclass(frozen=True)
 class CsvPart:
     """Bytes ``[start, stop)`` of ``path`` (``stop`` None: to the end), whole records whose first starts on line
-    ``first_line``; ``header``: the file's columns."""
+    ``first_line``; ``header``: the file's columns; ``max_cell_chars``: the cell limit the checks read it with."""
 
     path: str
     start: int
     stop: int | None
     first_line: int
     header: tuple[str, ...]
+    max_cell_chars: int = MAX_CELL_CHARS
 
 
 def cut(path: str, header: list[str], cuts: CutPoints, parts: int) -> list[CsvPart]:
@@ -44,7 +46,10 @@ def cut(path: str, header: list[str], cuts: CutPoints, parts: int) -> list[CsvPa
         if nearest is not None and nearest[0] > starts[-1][0]:
             starts.append(nearest)
     stops = [start for start, _ in starts[1:]] + [None]
-    return [CsvPart(path, start, stop, line, tuple(header)) for (start, line), stop in zip(starts, stops, strict=True)]
+    return [
+        CsvPart(path, start, stop, line, tuple(header), cuts.max_cell_chars)
+        for (start, line), stop in zip(starts, stops, strict=True)
+    ]
 
 
 def part_count(sizes: list[int], workers: int, part_bytes: int) -> list[int]:
@@ -76,6 +81,7 @@ class _Limited:
 
 def part_records(part: CsvPart, handle: IO[bytes]) -> Iterator[tuple[int, list[str]]]:
     """The records of ``part`` with the line each starts on, read from ``handle`` (the file, opened binary)."""
+    set_cell_limit(part.max_cell_chars)  # csv's limit is per process: a Beam worker's is not the checks'
     handle.seek(part.start)
     length = None if part.stop is None else part.stop - part.start
     with text_stream(_Limited(handle, length), "utf-8") as text:

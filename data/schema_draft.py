@@ -27,6 +27,7 @@ from google.protobuf import text_format
 from tensorflow_data_validation.coders import csv_decoder
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
+from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
 from torchtfx.data.sources import DataSourceError, csv_files, csv_rows, read_header
 
@@ -97,11 +98,11 @@ class _ColumnScan:
             self.numeric = False
 
 
-def _scan(files: list[Path], header: list[str], markers: frozenset[str]) -> dict[str, _ColumnScan]:
+def _scan(files: list[Path], header: list[str], markers: frozenset[str], limit: int) -> dict[str, _ColumnScan]:
     """Every column's cells classified (one pass over the files, with the reader ExampleGen uses)."""
     scans = [_ColumnScan() for _ in header]
     for path in files:
-        rows = csv_rows(path)
+        rows = csv_rows(path, max_cell_chars=limit)
         next(rows)
         for _, record in rows:
             for scan, text in zip(scans, record, strict=True):
@@ -136,10 +137,10 @@ def _warn_about_markers(scans: dict[str, _ColumnScan]) -> frozenset[str]:
     return frozenset(blanked)
 
 
-def _lines(path: str, blanked: tuple[int, ...], markers: frozenset[str]) -> Iterator[str]:
+def _lines(path: str, blanked: tuple[int, ...], markers: frozenset[str], limit: int) -> Iterator[str]:
     """The records of ``path`` after its header, as CSV lines, with the markers of the ``blanked`` columns
-    emptied."""
-    rows = csv_rows(path)
+    emptied. ``limit``: the most characters in a cell, set in this worker for TFDV's reader too."""
+    rows = csv_rows(path, max_cell_chars=limit)
     next(rows)
     for _, record in rows:
         for i in blanked:
@@ -153,16 +154,18 @@ def _lines(path: str, blanked: tuple[int, ...], markers: frozenset[str]) -> Iter
         yield out.getvalue()[: -len(_TERMINATOR)]
 
 
-def _statistics(files: list[Path], missing_values: tuple[str, ...]) -> statistics_pb2.DatasetFeatureStatisticsList:
+def _statistics(
+    files: list[Path], missing_values: tuple[str, ...], limit: int
+) -> statistics_pb2.DatasetFeatureStatisticsList:
     """TFDV's ``generate_statistics_from_csv``, with the records read by data/sources.py: TFDV's own reader keeps
     a byte-order mark in the first column's name, and the draft would then name that column '\\ufeff...'. The
     numeric columns' missing-value markers are emptied first (see the module's docstring)."""
-    header = read_header(files[0])
+    header = read_header(files[0], max_cell_chars=limit)
     for path in files[1:]:
-        if read_header(path) != header:
+        if read_header(path, max_cell_chars=limit) != header:
             raise DataSourceError(f"{path} and {files[0]} have different headers; the draft needs them identical")
     markers = frozenset(missing_values) - {""}
-    blanked = _warn_about_markers(_scan(files, header, markers))
+    blanked = _warn_about_markers(_scan(files, header, markers, limit))
     positions = tuple(i for i, name in enumerate(header) if name in blanked)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "stats.pb"
@@ -170,7 +173,7 @@ def _statistics(files: list[Path], missing_values: tuple[str, ...]) -> statistic
             _ = (
                 pipeline
                 | "Read" >> beam.Create([str(p) for p in files])
-                | "Lines" >> beam.FlatMap(_lines, positions, markers)
+                | "Lines" >> beam.FlatMap(_lines, positions, markers, limit)
                 | "Decode" >> csv_decoder.DecodeCSV(column_names=header)
                 | "Statistics" >> tfdv.GenerateStatistics(tfdv.StatsOptions())
                 | "Write" >> tfdv.WriteStatisticsToBinaryFile(str(out))
@@ -178,12 +181,15 @@ def _statistics(files: list[Path], missing_values: tuple[str, ...]) -> statistic
         return statistics_pb2.DatasetFeatureStatisticsList.FromString(out.read_bytes())
 
 
-def draft_schema(data_dir: Path, missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES) -> schema_pb2.Schema:
+def draft_schema(
+    data_dir: Path, missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES, max_cell_chars: int = MAX_CELL_CHARS
+) -> schema_pb2.Schema:
     """Infer a schema (types, presence, string domains, value ranges) from the CSVs in ``data_dir``;
-    ``missing_values`` in a numeric column are missing values."""
+    ``missing_values`` in a numeric column are missing values; a cell may hold up to ``max_cell_chars``
+    characters."""
     files = csv_files(data_dir)
     logger.info("Computing statistics over %s CSV file(s) in %s", len(files), data_dir)
-    stats = _statistics(files, missing_values)
+    stats = _statistics(files, missing_values, max_cell_chars)
     schema = tfdv.infer_schema(stats, infer_feature_shape=False)
     _add_value_ranges(schema, _numeric_ranges(stats))
     _set_presence_and_shape(schema)

@@ -4,7 +4,8 @@ CSV reader that the checks before any Beam work and ExampleGen's decoding share,
 The reader takes what spreadsheet programs write: a UTF-8 byte-order mark (Excel's "CSV UTF-8" starts every
 file with one, and TFX's reader kept it in the first column's name, so a run stopped with ``New column
 '\\ufeffpickup_community_area'`` and ``Column dropped: pickup_community_area``), CRLF or CR line ends, and quoted
-values that span lines.
+values that span lines. Its refusals are explained by data/csv_problems.py: an invalid UTF-8 byte by line and
+offset in the file, a carriage return inside an unquoted value, a NUL byte, a value over ``max_cell_chars``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
-from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.data import csv_problems
+from torchtfx.data.config.dataset import MAX_CELL_CHARS, DatasetConfig
 
 # "utf-8-sig" drops a leading byte-order mark and reads a file without one unchanged.
 ENCODING = "utf-8-sig"
@@ -53,6 +55,7 @@ class CutPoints:
     points: list[tuple[int, int]] = field(default_factory=list)
     size: int = 0  # the whole file, once read to the end
     next_mark: int = 0  # the offset from which the next cut point is noted
+    max_cell_chars: int = MAX_CELL_CHARS  # the limit the file was checked with: its parts are read with it
 
     def counting(self, lines: Iterable[str]) -> Iterator[str]:
         """``lines`` (decoded with plain utf-8), counting their bytes; a leading byte-order mark is dropped, as
@@ -134,6 +137,23 @@ def text_stream(handle: BinaryReader, encoding: str = ENCODING) -> IO[str]:
     return io.TextIOWrapper(binary, encoding=encoding, newline="")
 
 
+class FieldCountError(DataSourceError):
+    """A record with more or fewer fields than the header."""
+
+    def __init__(self, path: Path | str, line: int, last_line: int, fields: int, width: int):
+        super().__init__(
+            f"{path}, line {line}: {fields} fields where the header has {width}; "
+            "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
+        )
+        self.line, self.last_line, self.fields, self.width = line, last_line, fields, width
+
+
+def set_cell_limit(max_cell_chars: int) -> None:
+    """csv's field_size_limit, which is one per process: each of our readers sets it before it reads (the checks,
+    ExampleGen's Beam workers, draft-schema's), so none reads with a limit another left behind."""
+    csv.field_size_limit(max_cell_chars)
+
+
 def check_header(path: Path | str, header: list[str]) -> None:
     """Every column has a name of its own; the message says which column and what to change."""
     seen: dict[str, int] = {}
@@ -152,14 +172,20 @@ def check_header(path: Path | str, header: list[str]) -> None:
 
 
 def csv_rows(
-    path: Path | str, open_binary: OpenBinary | None = None, cuts: CutPoints | None = None
+    path: Path | str,
+    open_binary: OpenBinary | None = None,
+    cuts: CutPoints | None = None,
+    max_cell_chars: int = MAX_CELL_CHARS,
 ) -> Generator[tuple[int, list[str]], None, None]:
     """The header (line 1), then each non-blank record with the line it starts on, all checked: a
     :class:`DataSourceError` names the file, the line and the problem. ``open_binary`` opens remote files
     (e.g. ``tf.io.gfile.GFile(path, "rb")``). ``cuts`` (data/csv_parts.py) notes where records start, by byte
-    offset, so that the file can be read in parts."""
+    offset, so that the file can be read in parts. A cell may hold up to ``max_cell_chars`` characters."""
     opener = open_binary or (lambda p: open(p, "rb"))
-    line = 1  # where the next record starts
+    set_cell_limit(max_cell_chars)
+    if cuts is not None:
+        cuts.max_cell_chars = max_cell_chars
+    reader: Any = None
     try:
         # With cuts, plain utf-8: cuts.counting drops a byte-order mark itself, after counting its bytes.
         with text_stream(opener(str(path)), ENCODING if cuts is None else "utf-8") as handle:
@@ -174,16 +200,45 @@ def csv_rows(
             yield from checked_records(path, reader, len(header), 1, cuts.after_record if cuts else None)
             if cuts is not None:
                 cuts.finish()
-    except csv.Error as err:
-        raise DataSourceError(
-            f"{path}, line {line}: malformed CSV ({err}); does a quote opened on this line never close?"
-        ) from None
+    except csv.Error as err:  # in the header: checked_records explains the records' own
+        raise DataSourceError(csv_problems.csv_error(str(path), err, 1, reader.line_num)) from None
+    except FieldCountError as err:
+        raise _with_carriage_return(path, opener, err) from None
     except UnicodeDecodeError as err:
-        raise DataSourceError(
-            f"{path} is not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8 (in Excel: CSV UTF-8)"
-        ) from None
+        raise _not_utf8(path, opener, err) from None
     except OSError as err:
         raise DataSourceError(f"cannot read {path}: {err.strerror or err}") from None
+
+
+def _with_carriage_return(path: Path | str, opener: OpenBinary, err: FieldCountError) -> DataSourceError:
+    """``err``, or, where a carriage return inside a value split the record (or the one before it), that: a CR
+    ends a record early, so it leaves too few fields, in the record or in the rest of the line after it."""
+    if err.fields > err.width:
+        return err
+    try:
+        with text_stream(opener(str(path))) as handle:
+            line = csv_problems.stray_carriage_return(handle, err.line - 1, err.last_line)
+    except (OSError, UnicodeDecodeError):
+        return err
+    if line is None:
+        return err
+    return DataSourceError(csv_problems.carriage_return_error(str(path), line, err.fields, err.width))
+
+
+def _not_utf8(path: Path | str, opener: OpenBinary, err: UnicodeDecodeError) -> DataSourceError:
+    """Where the file stops being UTF-8, by line and byte offset in the file (``err`` has the offset in the
+    decoder's chunk of 8 KiB), read again from its start."""
+    try:
+        handle = opener(str(path))
+        try:
+            found = csv_problems.invalid_utf8(handle)
+        finally:
+            handle.close()
+    except OSError:
+        found = None
+    if found is None:  # the file changed since, or cannot be read again
+        return DataSourceError(f"{path} is not UTF-8 text ({err.reason}); re-encode it as UTF-8 (e.g. with iconv)")
+    return DataSourceError(csv_problems.utf8_error(str(path), found))
 
 
 def checked_records(
@@ -201,37 +256,37 @@ def checked_records(
     try:
         for record in reader:
             if record and len(record) != width:
-                raise DataSourceError(
-                    f"{path}, line {line}: {len(record)} fields where the header has {width}; "
-                    "fix the line (a stray delimiter, or an unquoted comma inside a value?)"
-                )
+                raise FieldCountError(path, line, first_line + reader.line_num - 1, len(record), width)
             if record:
                 yield line, record
             line = first_line + reader.line_num
             if after_record is not None:
                 after_record(line)
     except csv.Error as err:
-        raise DataSourceError(
-            f"{path}, line {line}: malformed CSV ({err}); does a quote opened on this line never close?"
-        ) from None
+        last_line = first_line + reader.line_num - 1
+        raise DataSourceError(csv_problems.csv_error(str(path), err, line, last_line)) from None
 
 
-def read_header(path: Path | str, open_binary: OpenBinary | None = None) -> list[str]:
+def read_header(
+    path: Path | str, open_binary: OpenBinary | None = None, max_cell_chars: int = MAX_CELL_CHARS
+) -> list[str]:
     """The column names of a CSV file, checked (no byte-order mark, none empty or repeated)."""
-    rows = csv_rows(path, open_binary)
+    rows = csv_rows(path, open_binary, max_cell_chars=max_cell_chars)
     try:
         return next(rows)[1]
     finally:
         rows.close()
 
 
-def check_csv_structure(path: Path | str, open_binary: OpenBinary | None = None) -> int:
+def check_csv_structure(
+    path: Path | str, open_binary: OpenBinary | None = None, max_cell_chars: int = MAX_CELL_CHARS
+) -> int:
     """Every record of ``path`` parses and has as many fields as the header; returns the number of rows.
 
     Beam's CSV decoder would fail on these deep inside ExampleGen with a stack trace; here the message names
     the file, the line and what is wrong.
     """
-    rows = sum(1 for _ in csv_rows(path, open_binary)) - 1
+    rows = sum(1 for _ in csv_rows(path, open_binary, max_cell_chars=max_cell_chars)) - 1
     if rows == 0:
         raise DataSourceError(f"{path} has a header but no rows")
     return rows

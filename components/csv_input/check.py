@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from torchtfx.components.csv_input.columns import TYPE_NAMES, ColumnPlan
 from torchtfx.components.csv_input.constants import MAX_LISTED_PROBLEMS
+from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.csv_parts import CutPoints
 from torchtfx.data.sources import DataSourceError, OpenBinary, csv_rows
 
@@ -52,9 +53,10 @@ def _check_file(
     open_binary: OpenBinary | None,
     found: CheckedInput | None,
     missing_values: tuple[str, ...],
+    max_cell_chars: int,
 ) -> CheckedInput:
     cuts = CutPoints()
-    rows = csv_rows(path, open_binary, cuts)
+    rows = csv_rows(path, open_binary, cuts, max_cell_chars)
     _, header = next(rows)
     plan = ColumnPlan.for_file(path, header, schema_types, schema_file, missing_values)
     if found is not None and set(plan.header) != set(found.plan.header):
@@ -111,11 +113,13 @@ def check_inputs(
     schema_file: str,
     open_binary: OpenBinary | None = None,
     missing_values: tuple[str, ...] = (),
+    max_cell_chars: int = MAX_CELL_CHARS,
 ) -> CheckedInput:
-    """Check every file (see the module's docstring); returns the row count and the column plan."""
+    """Check every file (see the module's docstring); returns the row count and the column plan. A cell may hold
+    up to ``max_cell_chars`` characters; the parts of the files are read with the same limit."""
     checked = None
     for path in paths:
-        checked = _check_file(path, schema_types, schema_file, open_binary, checked, missing_values)
+        checked = _check_file(path, schema_types, schema_file, open_binary, checked, missing_values, max_cell_chars)
     if checked is None:
         raise DataSourceError("no input files to check")
     if checked.bad:

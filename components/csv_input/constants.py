@@ -5,6 +5,9 @@ SCHEMA_FILE_KEY = "schema_file"
 # ... and the text read as a missing value in a numeric column (the dataset config's missing_values); absent: the
 # default list (data/config/missing.py).
 MISSING_VALUES_KEY = "missing_values"
+# ... and the most characters one cell may hold (the dataset config's max_cell_chars); absent: its default, so the
+# component's properties (and the compiled Kubeflow spec) stay as they were for a dataset that keeps the default.
+MAX_CELL_CHARS_KEY = "max_cell_chars"
 # The files of the input directory that ExampleGen reads: the same ones data/sources.py:csv_files checks.
 INPUT_PATTERN = "*.csv"
 # Bad values listed in one error message; the rest are counted.

@@ -29,9 +29,10 @@ from tfx.utils import proto_utils
 
 from torchtfx.components.csv_input.check import check_inputs
 from torchtfx.components.csv_input.columns import load_schema_types
-from torchtfx.components.csv_input.constants import MISSING_VALUES_KEY, SCHEMA_FILE_KEY
+from torchtfx.components.csv_input.constants import MAX_CELL_CHARS_KEY, MISSING_VALUES_KEY, SCHEMA_FILE_KEY
 from torchtfx.components.csv_input.decode import CsvPartToExamples, open_input
 from torchtfx.components.csv_input.parts import input_parts
+from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.csv_parts import CsvPart
 from torchtfx.data.sources import DataSourceError, csv_files
@@ -73,6 +74,12 @@ def missing_values(exec_properties: dict[str, Any]) -> tuple[str, ...]:
     """The text read as a missing value in a numeric column (the default list where the config has none)."""
     values = _custom_config(exec_properties)
     return checked_markers(list(values[MISSING_VALUES_KEY])) if MISSING_VALUES_KEY in values else DEFAULT_MISSING_VALUES
+
+
+def max_cell_chars(exec_properties: dict[str, Any]) -> int:
+    """The most characters one cell may hold (the dataset config's default where the custom_config has none)."""
+    values = _custom_config(exec_properties)
+    return int(values[MAX_CELL_CHARS_KEY]) if MAX_CELL_CHARS_KEY in values else MAX_CELL_CHARS
 
 
 def _output_config(exec_properties: dict[str, Any]) -> example_gen_pb2.Output:
@@ -147,10 +154,11 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         schema = schema_file(exec_properties)
         schema_types = load_schema_types(schema)
         markers = missing_values(exec_properties)
+        limit = max_cell_chars(exec_properties)
         self._empty, self._parts = {}, {}
         for split in input_config.splits:
             paths = split_files(input_base, split.pattern)
-            checked = check_inputs(paths, schema_types, schema, open_input, missing_values=markers)
+            checked = check_inputs(paths, schema_types, schema, open_input, markers, limit)
             self._empty[split.pattern] = frozenset(checked.empty)
             # Placeholders in the Beam args are resolved to text before an executor runs.
             beam_args = cast(list[str], self._beam_pipeline_args)

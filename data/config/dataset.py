@@ -29,6 +29,12 @@ from torchtfx.data.config.text import TextFeature, length_bucket_key, schema_pro
 from torchtfx.data.resources import SCHEMA_FILE, datasets_dir, schemas_dir, shipped_schema
 
 LABEL_OPS = ("greater", "greater_equal", "less", "less_equal", "equal", "in")
+# The most characters one CSV cell may hold (``max_cell_chars``; csv's field_size_limit, data/sources.py). Python's
+# own 131,072 refused a long text value outright; 1 Mi characters reads a long document and still bounds what a
+# quote that never closes pulls into memory (at most 4 MiB as one str) before the reader names it.
+MAX_CELL_CHARS = 1 << 20
+MAX_CELL_CHARS_RANGE = (1 << 10, 1 << 30)
+CellChars = whole_number(*MAX_CELL_CHARS_RANGE)
 TRANSFORMED_SUFFIX = "_xf"
 # Quantile buckets of one bucketized feature: at least 2 (one bucket is a constant); at most 10,000, where each
 # bucket of even 10M rows holds 1,000 and its embedding row is trained on them (1e9 was accepted, issue #41).
@@ -128,6 +134,7 @@ class DatasetConfig(_DatasetSection):
     vocab_num_oov_buckets: pydantic.NonNegativeInt = 10
     defaults: dict[str, Any] = {}
     missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
+    max_cell_chars: CellChars = MAX_CELL_CHARS
     # The label columns the curated schema lets be missing, read when the config is loaded; None: not read, so
     # every label column may be missing. A binary label refuses rows only where a value can be missing.
     optional_label_columns: tuple[str, ...] | None = None
@@ -151,6 +158,8 @@ class DatasetConfig(_DatasetSection):
         data = handler(self)
         if not self.text:
             data.pop("text", None)
+        if self.max_cell_chars == MAX_CELL_CHARS:  # the same for max_cell_chars, read by ExampleGen's checks
+            data.pop("max_cell_chars", None)
         return data
 
     @pydantic.model_validator(mode="after")
@@ -299,6 +308,8 @@ class DatasetFile(_DatasetSection):
     defaults: dict[str, Any] = {}  # fill values for missing inputs; unlisted features default to 0 / ""
     # text that means "no value" in a numeric column (data/config/missing.py); an empty cell always does
     missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
+    # the most characters one CSV cell may hold; a longer one stops the run by file and line
+    max_cell_chars: CellChars = MAX_CELL_CHARS
     label: LabelRule
     split: Split = {"train": 2, "eval": 1}
     slices: tuple[tuple[str, ...], ...] = ()
@@ -343,6 +354,7 @@ class DatasetFile(_DatasetSection):
             vocab_num_oov_buckets=self.vocabulary.num_oov_buckets,
             defaults=self.defaults,
             missing_values=self.missing_values,
+            max_cell_chars=self.max_cell_chars,
             optional_label_columns=_optional_label_columns(schema_path, self.label),
             source_package=self.source.package,
             source_path=self.source.path,

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from torchtfx.components.shared.mlflow_client import RedactCredentials, redact
+from torchtfx.data.config.dataset import MAX_CELL_CHARS, MAX_CELL_CHARS_RANGE
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.pipeline.cli import console
 from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE, BusyError, reports_errors
@@ -121,8 +122,15 @@ def run(**_options) -> None:
     help="Text that means 'no value' in a numeric column (repeat it; giving any replaces the default list). "
     "List the same under missing_values in the dataset config: ExampleGen reads the CSV with that list.",
 )
+@click.option(
+    "--max-cell-chars",
+    type=click.IntRange(*MAX_CELL_CHARS_RANGE),
+    default=MAX_CELL_CHARS,
+    show_default=True,
+    help="The most characters one CSV cell may hold (max_cell_chars in the dataset config, for ExampleGen).",
+)
 @reports_errors()
-def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...]) -> None:
+def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...], max_cell_chars: int) -> None:
     """Draft a schema (types, presence, domains, value ranges) from CSV data, to curate by hand."""
     from torchtfx.data.schema_draft import draft_schema, write_schema
 
@@ -130,7 +138,7 @@ def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...])
         markers = checked_markers(missing_values)
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--missing-value") from None
-    write_schema(draft_schema(data_dir, markers), out)
+    write_schema(draft_schema(data_dir, markers, max_cell_chars), out)
     click.echo(f"Draft schema written to {out}; review presence, domains and ranges before committing it.")
 
 

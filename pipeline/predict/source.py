@@ -77,7 +77,9 @@ def check_source(paths: list[str], dataset: DatasetConfig, keys: tuple[str, ...]
     schema_file = str(dataset.schema_path)
     schema_types = load_schema_types(schema_file)
     with _quiet(check.logger):
-        checked = check.check_inputs(paths, schema_types, schema_file, open_input, dataset.missing_values)
+        checked = check.check_inputs(
+            paths, schema_types, schema_file, open_input, dataset.missing_values, dataset.max_cell_chars
+        )
     header = checked.plan.header
     absent = [name for name in dataset.raw_feature_columns if name not in header]
     if absent:

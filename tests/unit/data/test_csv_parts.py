@@ -74,3 +74,16 @@ def test_a_part_that_changed_since_the_checks_names_file_and_line(tmp_path):
     path.write_text("a,b\n" + "".join(f"{i},x,extra\n" for i in range(400)))
     with open(path, "rb") as handle, pytest.raises(DataSourceError, match=rf"{path}, line {parts[1].first_line}: 3"):
         list(part_records(parts[1], handle))
+
+
+def test_a_part_is_read_with_the_cell_limit_the_checks_used_whatever_the_process_had(tmp_path):
+    """csv's field_size_limit is per process: a Beam worker reading a part has not run the checks."""
+    long_value = "x" * 200_000
+    path = tmp_path / "data.csv"
+    _write(path, [["id", "text"], ["1", long_value], ["2", "short"]], "\n", False)
+    cuts = CutPoints()
+    rows = list(csv_rows(path, None, cuts, max_cell_chars=250_000))  # the checks' whole pass notes the cuts
+    (part,) = cut(str(path), rows[0][1], cuts, 1)
+    csv.field_size_limit(131_072)  # Python's default, as a fresh worker has it
+    with open(path, "rb") as handle:
+        assert list(part_records(part, handle)) == [(2, ["1", long_value]), (3, ["2", "short"])]

@@ -126,3 +126,14 @@ def test_a_binary_label_refuses_rows_only_where_the_schema_lets_a_label_column_b
     assert optional.optional_label_columns == ("pickup_census_tract",) and optional.label_weight_key == "y_weight_xf"
     negative = load_dataset_config(_write(tmp_path, text.replace("threshold: 1}", "threshold: 1, missing: negative}")))
     assert negative.label_weight_key is None
+
+
+def test_max_cell_chars_is_read_within_its_bounds_and_kept_out_of_the_json_at_its_default(tmp_path, taxi_cfg):
+    text = BASE.format(schema=taxi_cfg.schema_path)
+    cfg = load_dataset_config(_write(tmp_path, text))
+    assert cfg.max_cell_chars == 1_048_576 and "max_cell_chars" not in cfg.to_json()  # Transform's cache key
+    raised = load_dataset_config(_write(tmp_path, text + "max_cell_chars: 4000000\n"))
+    assert raised.max_cell_chars == 4_000_000 and DatasetConfig.from_json(raised.to_json()) == raised
+    for bad in ("100", "2000000000", "many"):
+        with pytest.raises(DatasetConfigError, match="max_cell_chars"):
+            load_dataset_config(_write(tmp_path, text + f"max_cell_chars: {bad}\n"))

@@ -20,6 +20,7 @@ from tfx.utils import proto_utils
 from tests import helpers
 from torchtfx.components.csv_input.component import schema_custom_config
 from torchtfx.components.csv_input.executor import Executor
+from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
 from torchtfx.data.sources import DataSourceError
 
@@ -41,6 +42,7 @@ def _run(
     name="examples",
     missing_values=DEFAULT_MISSING_VALUES,
     beam_args=("--direct_running_mode=in_memory",),
+    max_cell_chars=MAX_CELL_CHARS,
 ) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / name)
@@ -55,7 +57,7 @@ def _run(
             example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
         ),
         standard_component_specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(
-            schema_custom_config(str(schema_file), missing_values)
+            schema_custom_config(str(schema_file), missing_values, max_cell_chars)
         ),
         standard_component_specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         standard_component_specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
@@ -349,3 +351,21 @@ def test_an_r_export_drafted_by_draft_schema_goes_through_example_gen(tmp_path):
     no_body_mass = [f for f in features if not f["body_mass_g"].int64_list.value]
     assert len(no_body_mass) == 2 and all(f["body_mass_g"].WhichOneof("kind") == "int64_list" for f in features)
     assert sum(f["sex"].bytes_list.value == [b"NA"] for f in features) == 11
+
+
+def test_a_cell_longer_than_csvs_default_limit_is_written_when_the_dataset_s_max_cell_chars_allows_it(tmp_path, small):
+    """The limit travels in the component's custom_config (only when it is not the default, so the compiled
+    Kubeflow spec of a dataset that keeps it is unchanged) to the checks and to the Beam workers' reader."""
+    data, schema = small
+    long_value = "word " * 40_000  # 200,000 characters: past Python's own 131,072 and the limit set below
+    lines = (data / "part.csv").read_text().splitlines()
+    lines[4] = f'1.5,"{long_value}",0.25,3'
+    (data / "part.csv").write_text("\n".join(lines) + "\n")
+    assert "max_cell_chars" not in proto_utils.proto_to_json(schema_custom_config(str(schema)))
+
+    with pytest.raises(DataSourceError, match=r"part.csv, line 5: a value longer than 131,072 .* raise max_cell_chars"):
+        _run(tmp_path, data, schema, max_cell_chars=131_072)
+    _run(tmp_path, data, schema, name="long", max_cell_chars=300_000)
+
+    companies = [f["company"].bytes_list.value[0] for f in _features(tmp_path, "long")]
+    assert len(companies) == ROWS and long_value.encode() in companies

@@ -158,3 +158,17 @@ def test_draft_schema_takes_the_missing_value_markers_and_refuses_a_number(tmp_p
     assert types == {"a": schema_pb2.INT, "b": schema_pb2.BYTES}
     result = _run("draft-schema", "--data-dir", str(data), "--out", str(out), "--missing-value", "0")
     assert result.exit_code == 2 and "--missing-value" in result.output and "holds '0', a number" in result.output
+
+
+def test_draft_schema_reads_quoted_line_breaks_and_cells_up_to_max_cell_chars(tmp_path):
+    data = tmp_path / "csv"
+    data.mkdir()
+    long_value = "word " * 40_000  # 200,000 characters: past Python's own csv limit of 131,072
+    (data / "d.csv").write_text(f'a,b\n1,"two\nlines"\n2,"{long_value}"\n3,x\n')
+    out = tmp_path / "schema.pbtxt"
+    result = _run("draft-schema", "--data-dir", str(data), "--out", str(out), "--max-cell-chars", "131072")
+    assert result.exit_code == 1 and "unexpected" not in result.output
+    assert f"{data / 'd.csv'}, line 4: a value longer than 131,072 characters" in result.output
+    assert _run("draft-schema", "--data-dir", str(data), "--out", str(out)).exit_code == 0  # default: 1,048,576
+    types = {f.name: f.type for f in text_format.Parse(out.read_text(), schema_pb2.Schema()).feature}
+    assert types == {"a": schema_pb2.INT, "b": schema_pb2.BYTES}

@@ -64,3 +64,15 @@ def test_missing_model_columns_and_unknown_key_columns_are_named(sample, taxi_cf
     narrow.write_text("\n".join(line.split(",", 1)[1] for line in lines) + "\n")  # pickup_community_area dropped
     with pytest.raises(DataSourceError, match=r"lacks the model's input columns \['pickup_community_area'\]"):
         check_source([str(narrow)], taxi_cfg, ())
+
+
+def test_a_long_cell_is_read_up_to_the_dataset_s_max_cell_chars_as_example_gen_reads_it(sample, taxi_cfg):
+    text = (sample / "day1.csv").read_text().splitlines()
+    header = text[0].split(",")
+    cells = text[3].split(",")
+    cells[header.index("company")] = "x" * 200_000  # past Python's own csv limit of 131,072
+    text[3] = ",".join(cells)
+    (sample / "day1.csv").write_text("\n".join(text) + "\n")
+    assert check_source(input_files(str(sample)), taxi_cfg, ()).rows == 60  # the default: 1,048,576
+    with pytest.raises(DataSourceError, match=r"day1\.csv, line 4: a value longer than 131,072 .* max_cell_chars"):
+        check_source(input_files(str(sample)), taxi_cfg.replace(max_cell_chars=131_072), ())
