@@ -55,8 +55,10 @@ $(STAMP): $(PY) constraints.txt requirements.in requirements-research.in require
 
 venv: $(STAMP)
 
+# No TF Serving reads $(RUN_ROOT)/serving: the setting confirms each promotion's label move, so runs follow each
+# other without `torchtfx promote --finish` (the CLI's default stages them until it is run).
 run: $(STAMP)
-	$(VENV)/bin/torchtfx run --pipeline-root $(RUN_ROOT)
+	$(VENV)/bin/torchtfx run --pipeline-root $(RUN_ROOT) --confirm-labels immediate
 
 test: $(STAMP)
 	$(PYTEST) -m "not faults" $(PYTEST_ARGS)

@@ -9,11 +9,13 @@ from tfx.types import standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ExecutionParameter
 
 from torchtfx.components.promoter import executor
+from torchtfx.components.promoter.confirmation import STAGED
 from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
     BLESSING_KEY,
     CHAMPION_KEY,
     CODE_VERSION_KEY,
+    CONFIRM_LABELS_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
     LOAD_TIMEOUT_KEY,
@@ -48,6 +50,7 @@ class PromoterSpec(types.ComponentSpec):
         BATCHING_KEY: ExecutionParameter(type=str),
         SERVING_ADDRESS_KEY: ExecutionParameter(type=str),
         LOAD_TIMEOUT_KEY: ExecutionParameter(type=float),
+        CONFIRM_LABELS_KEY: ExecutionParameter(type=str, optional=True),
         # The run id, for the registry tags; the Promoter runs on every run anyway (after a fresh Evaluator).
         RUN_TOKEN_KEY: ExecutionParameter(type=str),
     }
@@ -73,6 +76,7 @@ class Promoter(base_component.BaseComponent):
         batching: BatchingParams,
         serving_address: str = "",
         serving_load_timeout_s: float = DEFAULT_LOAD_TIMEOUT_S,
+        confirm_labels: str = STAGED,
     ) -> None:
         spec = PromoterSpec(
             model=model,
@@ -90,6 +94,8 @@ class Promoter(base_component.BaseComponent):
             batching_parameters=batching.to_json(),
             serving_address=serving_address,
             serving_load_timeout_s=serving_load_timeout_s,
+            # Left out when the default: a staged pipeline's spec (and the compiled Kubeflow one) is as before.
+            confirm_labels=None if confirm_labels == STAGED else confirm_labels,
             run_token=run_token_parameter(),
         )
         super().__init__(spec=spec)

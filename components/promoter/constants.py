@@ -17,3 +17,4 @@ CODE_VERSION_KEY = "code_version"
 BATCHING_KEY = "batching_parameters"
 SERVING_ADDRESS_KEY = "serving_address"  # TF Serving's gRPC host:port; "" when none is known
 LOAD_TIMEOUT_KEY = "serving_load_timeout_s"
+CONFIRM_LABELS_KEY = "confirm_labels"  # confirmation.py: STAGED (the default) or IMMEDIATE

@@ -15,10 +15,12 @@ from tfx.components.pusher import executor as pusher_executor
 from tfx.types import artifact_utils
 
 from torchtfx.components.promoter import promotion
+from torchtfx.components.promoter.confirmation import STAGED
 from torchtfx.components.promoter.constants import (
     BATCHING_KEY,
     CHAMPION_KEY,
     CODE_VERSION_KEY,
+    CONFIRM_LABELS_KEY,
     EVALUATION_KEY,
     EXAMPLES_KEY,
     LOAD_TIMEOUT_KEY,
@@ -125,6 +127,7 @@ class Executor(pusher_executor.Executor):
             batching=BatchingParams.from_json(exec_properties[BATCHING_KEY]),
             server_address=exec_properties.get(SERVING_ADDRESS_KEY) or None,
             load_timeout_s=float(exec_properties.get(LOAD_TIMEOUT_KEY) or DEFAULT_LOAD_TIMEOUT_S),
+            confirm_labels=exec_properties.get(CONFIRM_LABELS_KEY) or STAGED,
         )
         run_id, execution_id = run_identity(self, exec_properties)
         onnx_path = contracts.onnx_path(model.uri)

@@ -48,6 +48,7 @@ from torchtfx.components.promoter.target import (
     ServingTarget,
     open_target,
     require_compared,
+    require_registry,
     target_state,
     verify_folder,
 )
@@ -229,6 +230,7 @@ def rollback(target: ServingTarget) -> str:
     """champion <- previous, and both labels with it (the previous champion is kept loaded, so they move at
     once; the rolled-back version keeps no label and is unloaded). A pending promotion that no server confirmed
     or that failed to load is what a rollback undoes. Idempotent: with no previous, no-op."""
+    require_registry(target, "the rollback")
     with promotion_lock(target.serving_dir):
         open_target(target)
         repaired = reconcile(target, mode=UNDO)
@@ -260,8 +262,15 @@ def rollback(target: ServingTarget) -> str:
 def set_champion(target: ServingTarget, registry_version: int, reason: str) -> str:
     """Manual override: make an existing, served registry version the champion (a pending promotion that was
     not confirmed or did not load is undone first)."""
+    if registry_version < 1:
+        raise PromotionError(
+            f"--version {registry_version} is not a registry version: they count from 1. Give the number MLflow "
+            "shows for the version to serve; nothing was created or changed"
+        )
     if not reason.strip():
         raise PromotionError("a manual promotion needs a reason (--reason)")
+    require_registry(target, f"the promotion of registry version {registry_version}")
+    target.registry.get_version(registry_version)  # it exists, before the lock binds the serving directory
     with promotion_lock(target.serving_dir):
         open_target(target)
         reconcile(target, mode=UNDO)

@@ -13,7 +13,14 @@ from pathlib import Path
 
 from torchtfx.components.shared import fingerprint, serving_identity
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
-from torchtfx.components.shared.mlflow_client import SERVING_VERSION_TAG, Registry
+from torchtfx.components.shared.mlflow_client import (
+    SERVING_VERSION_TAG,
+    Registry,
+    TrackingUnavailableError,
+    check_reachable,
+    missing_local_store,
+    redact,
+)
 from torchtfx.components.tf_serving import model_config, transition
 from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.tf_serving.layout import versions
@@ -67,6 +74,33 @@ def target_state(serving_dir: Path, champion: int, previous: int | None, canary:
             raise FileNotFoundError(f"{role} version {version} is missing from {serving_dir}")
     loaded = {champion, canary} | ({previous} if previous in on_disk else set())
     return ServedState(frozenset(loaded), {STABLE: champion, CANARY: canary})
+
+
+# A registry server restarting answers within seconds; one that is down is refused at once (a closed port) or
+# times out per try, so a command waits at most about tries x (timeout + pause) before it says so.
+REGISTRY_TRIES, REGISTRY_PAUSE_S, REGISTRY_TIMEOUT_S = 3, 1.0, 5.0
+
+
+def require_registry(target: ServingTarget, what: str) -> None:
+    """Before the promotion lock and before anything is created (``what``: the command's action, a noun phrase,
+    for the message): the registry exists (a command that reads or moves aliases never creates a local store)
+    and answers (a few tries, not the minutes MLflow's client would retry while holding the lock)."""
+    uri = target.registry.tracking_uri
+    missing = missing_local_store(uri)
+    if missing is not None:
+        serving_identity.check_absent_registry(target.serving_dir, target.registry, missing)
+        raise PromotionError(
+            f"there is no MLflow registry at {redact(uri)} ({missing} does not exist: nothing was ever promoted "
+            f"with it): {what} has nothing to act on, and nothing was created or changed. Give the --pipeline-root "
+            "whose runs promoted the model, or set MLFLOW_TRACKING_URI to its registry"
+        )
+    try:
+        check_reachable(uri, REGISTRY_TIMEOUT_S, REGISTRY_TRIES, REGISTRY_PAUSE_S)
+    except TrackingUnavailableError as err:
+        raise TrackingUnavailableError(
+            f"{err}: {what} did not start, the promotion lock was not taken and nothing was changed. Start the "
+            "MLflow server, or set MLFLOW_TRACKING_URI to the registry that owns the serving directory, and rerun"
+        ) from None
 
 
 def open_target(target: ServingTarget) -> serving_identity.Identity:

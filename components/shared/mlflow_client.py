@@ -10,6 +10,7 @@ or put in a message only through :func:`redact`; the real one reaches MLflow fro
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -97,19 +98,28 @@ def identity_uri(uri: str) -> str:
     return bare.rstrip("/")
 
 
-def check_reachable(uri: str, timeout: float = 5.0) -> None:
+def check_reachable(uri: str, timeout: float = 5.0, tries: int = 1, pause_s: float = 1.0) -> None:
     """Raise ``TrackingUnavailableError`` if an http(s) tracking server does not answer its health check
-    within ``timeout`` (MLflow's own client would retry for minutes). Local stores always pass."""
+    within ``timeout``, ``tries`` times ``pause_s`` apart (MLflow's own client would retry for minutes: 7 retries
+    with backoff, 120 s each). Local stores always pass."""
     if not uri.startswith(("http://", "https://")):
         return
     import requests
 
-    try:
-        response = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
-    except requests.RequestException as err:
-        reason = type(err).__name__ + (": connection refused" if "refused" in str(err).lower() else "")
-        where = redact(uri)
-        raise TrackingUnavailableError(f"the MLflow tracking server at {where} is unreachable ({reason})") from None
+    for attempt in range(1, tries + 1):
+        try:
+            response = requests.get(uri.rstrip("/") + "/health", timeout=timeout)
+            break
+        except requests.RequestException as err:
+            if attempt < tries:
+                time.sleep(pause_s)
+                continue
+            reason = type(err).__name__ + (": connection refused" if "refused" in str(err).lower() else "")
+            if isinstance(err, requests.exceptions.InvalidURL):  # e.g. a password with an unencoded '/'
+                reason += ": percent-encode any '/', '#', '?' or '@' in its user or password"
+            reason += f"; {tries} tries {pause_s:g} s apart" if tries > 1 else ""
+            where = redact(uri)
+            raise TrackingUnavailableError(f"the MLflow tracking server at {where} is unreachable ({reason})") from None
     if response.status_code >= 500:
         raise TrackingUnavailableError(
             f"the MLflow tracking server at {redact(uri)} answered HTTP {response.status_code} to its health check"
@@ -131,6 +141,18 @@ def tracking_uri_or_none(uri: str, policy: str, what: str) -> str | None:
         logger.warning("%s; %s continues WITHOUT MLflow tracking (policy 'continue')", err, what)
         logger.warning("!" * 100)
         return None
+
+
+def missing_local_store(uri: str) -> Path | None:
+    """The path of a local store (sqlite file, file store folder) that does not exist yet: MLflow would create it,
+    empty, on first use; None for a server or a store that exists."""
+    if uri.startswith("sqlite:///"):
+        path = Path(uri[len("sqlite:///") :])
+    elif uri.startswith("file://") or "://" not in uri:
+        path = Path(uri.removeprefix("file://"))
+    else:
+        return None
+    return None if path.exists() else path
 
 
 def client(tracking_uri: str):
@@ -197,9 +219,14 @@ class Registry:
     """One registered model: its versions, their tags and the aliases that say who is in production."""
 
     def __init__(self, tracking_uri: str, model_name: str) -> None:
-        self.client = client(tracking_uri)
         self.tracking_uri = tracking_uri
         self.model_name = model_name
+
+    @functools.cached_property
+    def client(self):
+        """Made on first use: MlflowClient creates a sqlite store as it starts, and a command that refuses its
+        arguments first must leave none behind."""
+        return client(self.tracking_uri)
 
     def _ensure_model(self) -> None:
         from mlflow.exceptions import MlflowException

@@ -136,6 +136,15 @@ def check(serving_dir: Path, registry: Registry) -> Identity | None:
     return None
 
 
+def check_absent_registry(serving_dir: Path, registry: Registry, store: Path) -> None:
+    """For a registry whose local ``store`` does not exist (reads only; MLflow would create it): raise
+    :class:`ServingBindingError`, naming both sides, when ``serving_dir`` belongs to a registry."""
+    identity = read_identity(serving_dir)
+    if identity is not None:
+        owner = f"{identity.describe()} (binding {identity.binding})"
+        raise _mismatch(serving_dir, owner, registry, f"which does not exist ({store} is missing)")
+
+
 def bind(serving_dir: Path, registry: Registry) -> Identity:
     """:func:`check`, then record whatever half of the binding is missing. Call under the promotion lock."""
     identity = check(serving_dir, registry)

@@ -7,7 +7,8 @@ still fails to import on ml_dtypes 0.3.2 (``AttributeError: module 'ml_dtypes' h
 ``requirements-dynamo.txt`` into ``<venv>/dynamo-exporter`` with ``pip --target``), and only a child process that
 imports torch and never TensorFlow puts it first on its path. The child rebuilds the model from the same factory
 and hyperparameters the Trainer used and loads the trained weights with ``torch.load(weights_only=True)``: no
-pickled module crosses the process boundary.
+pickled module crosses the process boundary. A failure is reported as the child's root exception and the user's
+source line (:func:`child_failure`): torch's own last line is only "(Refer to the full stack trace above ...)".
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -73,9 +76,48 @@ def export_with_dynamo(recipe: ModelRecipe, model: nn.Module, trace_batch: int, 
         done = subprocess.run([sys.executable, "-m", __name__, str(request)], capture_output=True, text=True,
                               env=env, timeout=_TIMEOUT_SECONDS)  # fmt: skip
     if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        raise DynamoExportError(lines[-1][:400] if lines else f"exit code {done.returncode}")
+        raise DynamoExportError(child_failure(done.stderr, done.returncode))
     logger.info("Exported with the dynamo exporter (torch.export, opset %s) in its own process", DYNAMO_OPSET)
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)$')
+_EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*): (?P<message>.*)$")
+_LIBRARIES = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}", f"{os.sep}torch{os.sep}",
+              sysconfig.get_paths()["stdlib"])  # fmt: skip
+# What torch.export cannot trace, by its root exception's name: the usual cause, in the model's terms.
+_CAUSES = {
+    "GuardOnDataDependentSymNode": "a size or a branch computed from tensor values (e.g. one_hot without "
+    "num_classes, int(x.max()), an if on a tensor): give it a fixed size, such as one_hot(ids, num_classes=n)",
+}
+
+
+def child_failure(stderr: str, returncode: int) -> str:
+    """The child's real error from its stderr: the root exception (the first of a chained traceback; torch
+    wraps it in ``TorchExportError`` and ends with "(Refer to the full stack trace above ...)") and the deepest
+    frame of the user's code, outside torch and the standard library."""
+    lines = stderr.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)), None)
+    if start is None:
+        told = [line for line in lines if line.strip() and not line.startswith("(Refer to")]
+        return told[-1][:400] if told else f"exit code {returncode}"
+    frames, error = [], None
+    for index in range(start + 1, len(lines)):
+        frame = _FRAME.match(lines[index])
+        if frame:
+            code = lines[index + 1].strip() if index + 1 < len(lines) else ""
+            frames.append((frame["file"], frame["line"], frame["function"], code))
+        elif not lines[index].startswith(" ") and (error := _EXCEPTION.match(lines[index])):
+            break
+    name = error["name"].rsplit(".", 1)[-1] if error else "an error"
+    what = f"{name}: {error['message'].strip()[:300]}" if error else f"exit code {returncode}"
+    user = [f for f in frames if not any(part in f[0] for part in _LIBRARIES) and not f[0].endswith(_THIS_FILE)]
+    where = f" at {user[-1][0]}:{user[-1][1]} in {user[-1][2]}: `{user[-1][3]}`" if user else ""
+    cause = f" Likely cause: {_CAUSES[name]}." if name in _CAUSES else ""
+    return f"{what}{where}.{cause}"
+
+
+_THIS_FILE = f"{os.sep}{Path(__file__).name}"
 
 
 def _child(request_path: str) -> None:

@@ -1,11 +1,10 @@
-"""A failed export explained in one message: the torch op, the module path and the user's source line; a model
-that fails in PyTorch itself at a verification size, with torch's error (:func:`fails_in_torch`).
+"""A failed export explained in one message: the torch op, the module path and the user's source line.
 
-Measured with torch 2.14.1: the legacy exporter prints the whole TorchScript graph to file descriptor 2 when it
+Measured with torch 2.14.1: the legacy exporter prints the whole TorchScript graph (to C++'s std::cout) when it
 fails (``setup_onnx_logging`` tests the function object ``_C._jit_is_onnx_log_enabled``, always true, so the
 ONNX log is on during every export, and ``_C._jit_onnx_log("Torch IR graph at exception: ", graph)`` runs on
 any exception): several hundred lines for a real model, before the one line that names the op.
-:func:`quiet_exporter` keeps that output off the console (logged at DEBUG).
+:func:`quiet_exporter` keeps that output off the console and train.log (logged at DEBUG).
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.export.shape_checks import TorchFailure
-
 logger = logging.getLogger(__name__)
 
 _OP = re.compile(r"'?(aten::[A-Za-z0-9_]+|prim::[A-Za-z0-9_]+)'?")
@@ -34,6 +31,10 @@ _KEPT_LOG_CHARS = 20_000
 @contextlib.contextmanager
 def quiet_exporter() -> Iterator[None]:
     """What the exporter's C++ side writes to fd 2 meanwhile goes to the DEBUG log instead of the console."""
+    # Measured (torch 2.14.1, issue #41): the ONNX log, "Torch IR graph at exception" included, goes to C++'s
+    # std::cout by default, buffered and flushed later to fd 1, which a DDP worker's agent tees into train.log
+    # (about 330 lines for a real model): pointed at std::cerr (unbuffered, fd 2) it lands in the sink below.
+    torch._C._jit_set_onnx_log_output_stream("stderr")
     with tempfile.TemporaryFile(mode="w+b") as sink:
         saved = os.dup(2)
         os.dup2(sink.fileno(), 2)
@@ -42,6 +43,7 @@ def quiet_exporter() -> Iterator[None]:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+            torch._C._jit_set_onnx_log_output_stream("stdout")  # torch's default
             sink.seek(0)
             text = sink.read(_KEPT_LOG_CHARS).decode("utf-8", "replace")
             if text.strip():
@@ -63,21 +65,6 @@ def explain(err: Exception, head: nn.Module, sample: tuple) -> str:
         fix = "the model must run in eval mode on CPU with the (dense, categorical) batch it is given"
     location = f" It is used in {where}." if where else ""
     return f"{message}.{location} Fix: {fix}."
-
-
-def fails_in_torch(failures: dict) -> str | None:
-    """The message for verification sizes where PyTorch itself fails (None: it runs at every one): torch's error
-    and the user's line, not advice about batch sizes baked into the graph, which would be wrong there."""
-    own = {key: what for key, what in failures.items() if isinstance(what, TorchFailure)}
-    if not own:
-        return None
-    sizes = ", ".join(f"batch size {k}" if isinstance(k, int) else f"batch size {k[0]} and length {k[1]}" for k in own)
-    return (
-        f"the model fails in PyTorch itself at {sizes}, before any export: {next(iter(own.values()))}. The ONNX "
-        "export is not the cause: TF Serving and the Evaluator call the model with any number of rows, one "
-        "included. Fix: make forward work for any batch size (e.g. x.squeeze(-1), not x.squeeze(), which drops "
-        "the batch axis of a one-row batch)."
-    )
 
 
 def _locate(op: str, head: nn.Module, sample: tuple) -> str | None:

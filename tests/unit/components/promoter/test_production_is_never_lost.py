@@ -90,6 +90,7 @@ def test_1_promote_finish_with_another_registry_or_root_changes_nothing_and_name
         assert f"this command uses registry {theirs}, model torchtfx-taxi" in result.output
         assert "Nothing was changed" in result.output and "unexpected" not in result.output
         assert _digest(serving) == before and (serving / "1" / "saved_model.pb").is_file()
+    assert not (tmp_path / "empty.db").exists() and not (other / "mlflow" / "mlflow.db").exists()  # none created
     result = CliRunner().invoke(cli, ["promote", "--finish", "--pipeline-root", str(root)])
     assert result.exit_code == 0 and "finished the promotion of version 1" in result.output, result.output
     assert model_config.read_state(serving, "taxi") == ServedState(frozenset({1}), {"stable": 1, "canary": 1})
