@@ -2,12 +2,13 @@
 losing a DDP worker, always with the default settings.
 
 Real: LocalDagRunner, Beam, sqlite MLMD and MLflow stores, torchrun; a kill is a real SIGKILL (of the whole
-process group of `torchtfx run`, or of one DDP worker); the unreachable server is a bound port on 127.0.0.1
-with nothing listening.
+process group of `torchtfx run`, or of one DDP worker) or a SIGTERM of `torchtfx run` alone, as `kill PID` sends
+it; the unreachable server is a bound port on 127.0.0.1 with nothing listening.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -65,24 +66,60 @@ def _wait_for(condition, what: str, log: Path, proc: subprocess.Popen, timeout: 
         time.sleep(0.2)
 
 
-def test_fault_pipeline_killed_during_the_trainer_leaves_no_worker_and_resumes_from_the_cache(sample, tmp_path):
-    """SIGKILL `torchtfx run` (its process group: the agent and the workers run in sessions of their own) while
-    the workers train: no worker or agent outlives it; the same command again reuses every completed component
-    through MLMD caching and finishes."""
-    log = tmp_path / "first.log"
-    # 2,000 rows would train in the pipeline's own process (num_workers auto): ask for the DDP workers whose
-    # orphaning this test is about.
-    args = _run_args(sample, tmp_path, "--epochs", "4", "--num-workers", "2")
+def _interrupt_transform(args: list[str], tmp_path: Path) -> None:
+    """Run 1: SIGTERM `torchtfx run` alone (as `kill PID` does) while its Beam workers run Transform: exit 143
+    with the line naming the stage; every process it started ends with it."""
+    log = tmp_path / "transform.log"
     with log.open("w") as out:
-        first = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    _wait_for(lambda: len(_workers(tmp_path)) == 2 and "epoch 1/" in log.read_text(), "workers training", log, first)
+        run = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        _wait_for(lambda: "Component Transform is running." in log.read_text() and _beam_workers(run.pid),
+                  "Transform's Beam workers", log, run)  # fmt: skip
+        started = psutil.Process(run.pid).children(recursive=True)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == 143, log.read_text()[-3000:]
+        _, alive = psutil.wait_procs(started, timeout=30)
+        assert alive == [], [" ".join(p.cmdline()) for p in alive]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(run.pid, signal.SIGKILL)  # only where the test failed
+    assert "torchtfx run interrupted by SIGTERM while Transform was running" in log.read_text(), log.read_text()[-3000:]
+
+
+def _beam_workers(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return [p for p in psutil.Process(pid).children(recursive=True) if "sdk_worker_main" in " ".join(p.cmdline())]
+    return []
+
+
+def _kill_during_ddp(args: list[str], tmp_path: Path) -> None:
+    """Run 2: SIGKILL `torchtfx run` (its process group: the agent and the workers run in sessions of their own)
+    while the DDP workers train: no worker or agent outlives it. Run 1's completed stages came from the cache."""
+    log = tmp_path / "trainer.log"
+    with log.open("w") as out:
+        run = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    _wait_for(lambda: len(_workers(tmp_path)) == 2 and "epoch 1/" in log.read_text(), "workers training", log, run)
     training = _training_processes(tmp_path)
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
     _, alive = psutil.wait_procs(training, timeout=20)
     assert alive == [], [" ".join(p.cmdline()) for p in alive]
-    second = subprocess.run(args, capture_output=True, text=True, timeout=1200)
-    assert second.returncode == 0, second.stderr[-3000:]
+    stages = {s.node: s.state for s in helpers.metadata(tmp_path / "pipeline").stages}
+    assert all(stages[node] == "CACHED" for node in BEFORE_TRAINER - {"Transform"}), stages
+    assert stages["Transform"] == "COMPLETE", stages
+
+
+def test_fault_pipeline_sigterm_in_transform_then_sigkill_in_ddp_leave_no_orphan_and_resume(sample, tmp_path):
+    """One pipeline root, three runs of the same command: SIGTERM during Transform (Beam worker processes), then
+    SIGKILL during DDP training (2 workers), then a run that reuses every completed stage and finishes."""
+    # 2,000 rows would run Beam and training in the pipeline's own process (beam mode and num_workers auto): ask
+    # for the Beam worker processes and the DDP workers whose orphaning this test is about.
+    args = _run_args(sample, tmp_path, "--epochs", "4", "--num-workers", "2", "--beam-mode", "multi_processing",
+                     "--beam-workers", "2")  # fmt: skip
+    _interrupt_transform(args, tmp_path)
+    _kill_during_ddp(args, tmp_path)
+    third = subprocess.run(args, capture_output=True, text=True, timeout=1200)
+    assert third.returncode == 0, third.stderr[-3000:]
     stages = {s.node: s.state for s in helpers.metadata(tmp_path / "pipeline").stages}
     assert all(stages[node] == "CACHED" for node in BEFORE_TRAINER), stages
     assert stages["TorchTrainer"] == "COMPLETE" and stages["Promoter"] == "COMPLETE", stages

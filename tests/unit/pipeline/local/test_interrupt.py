@@ -4,6 +4,7 @@ bare 143)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -53,3 +54,34 @@ def test_sigterm_during_a_stage_names_it_and_says_a_rerun_resumes(tmp_path, taxi
 )
 def test_the_line_says_where_and_how_to_go_on(stage, cache, expected):
     assert expected in interrupted_line(signal.SIGINT, stage, cache)
+
+
+INTERRUPTED_PARENT = """
+import subprocess, sys, time
+from torchtfx.pipeline.local.interrupt import on_interrupt
+on_interrupt(cache=True)
+child = subprocess.Popen("sleep 120 & sleep 120; true", shell=True)  # like Beam's `sh -c python -m sdk_worker_main`
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_sigterm_kills_every_process_the_run_started(tmp_path):
+    """Beam's multi_processing workers outlived a SIGTERMed `torchtfx run` (tests/e2e/test_faults.py): the
+    handler ends the whole tree under the run, a shell's children included, before it exits."""
+    import psutil
+
+    parent = subprocess.Popen([sys.executable, "-c", INTERRUPTED_PARENT], stdout=subprocess.PIPE, text=True)
+    shell = psutil.Process(int(parent.stdout.readline()))
+    tree = [shell]
+    try:
+        while len(tree) < 3:  # the shell and its two sleeps
+            tree = [shell, *shell.children(recursive=True)]
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(timeout=30) == 128 + signal.SIGTERM
+        _, alive = psutil.wait_procs(tree, timeout=10)
+        assert alive == [], [p.cmdline() for p in alive]
+    finally:
+        for proc in tree:  # only where the test failed
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
