@@ -1,4 +1,5 @@
-"""A failed export explained in one message: the torch op, the module path and the user's source line.
+"""A failed export explained in one message: the torch op, the module path and the user's source line; a model
+that fails in PyTorch itself at a verification size, with torch's error (:func:`fails_in_torch`).
 
 Measured with torch 2.14.1: the legacy exporter prints the whole TorchScript graph (to C++'s std::cout) when it
 fails (``setup_onnx_logging`` tests the function object ``_C._jit_is_onnx_log_enabled``, always true, so the
@@ -20,6 +21,8 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
+
+from torchtfx.components.torch_trainer.export.shape_checks import TorchFailure
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +68,21 @@ def explain(err: Exception, head: nn.Module, sample: tuple) -> str:
         fix = "the model must run in eval mode on CPU with the (dense, categorical) batch it is given"
     location = f" It is used in {where}." if where else ""
     return f"{message}.{location} Fix: {fix}."
+
+
+def fails_in_torch(failures: dict) -> str | None:
+    """The message for verification sizes where PyTorch itself fails (None: it runs at every one): torch's error
+    and the user's line, not advice about batch sizes baked into the graph, which would be wrong there."""
+    own = {key: what for key, what in failures.items() if isinstance(what, TorchFailure)}
+    if not own:
+        return None
+    sizes = ", ".join(f"batch size {k}" if isinstance(k, int) else f"batch size {k[0]} and length {k[1]}" for k in own)
+    return (
+        f"the model fails in PyTorch itself at {sizes}, before any export: {next(iter(own.values()))}. The ONNX "
+        "export is not the cause: TF Serving and the Evaluator call the model with any number of rows, one "
+        "included. Fix: make forward work for any batch size (e.g. x.squeeze(-1), not x.squeeze(), which drops "
+        "the batch axis of a one-row batch)."
+    )
 
 
 def _locate(op: str, head: nn.Module, sample: tuple) -> str | None:
