@@ -145,6 +145,7 @@ def _promoter(settings: PipelineSettings, example_gen, statistics_gen, trainer, 
         batching=settings.batching,
         serving_address=settings.serving_address or "",
         serving_load_timeout_s=settings.serving_load_timeout_s,
+        confirm_labels=settings.confirm_labels,
     ).with_id(contracts.PROMOTER_ID)
 
 

@@ -18,6 +18,7 @@ import json
 import logging
 from pathlib import Path
 
+from torchtfx.components.promoter.confirmation import IMMEDIATE, SETTING_FLAG
 from torchtfx.components.promoter.target import (
     JOURNAL_FILE,
     PromotionError,
@@ -79,7 +80,10 @@ def write_journal(target: ServingTarget, entry: Entry) -> None:
 
 
 def read_journal(target: ServingTarget) -> Entry | None:
-    path = journal_path(target)
+    return _read(journal_path(target))
+
+
+def _read(path: Path) -> Entry | None:
     if not path.is_file():
         return None
     return Entry(**json.loads(path.read_text()))  # a journal from before keeps its two keys; the rest default
@@ -87,8 +91,34 @@ def read_journal(target: ServingTarget) -> Entry | None:
 
 def pending_label_move(target: ServingTarget) -> int | None:
     """The serving version whose label move waits for ``promote --finish`` (or a server's confirmation)."""
-    entry = read_journal(target)
+    return pending_in(target.serving_dir)
+
+
+def pending_in(serving_dir: Path) -> int | None:
+    """:func:`pending_label_move` read without a registry (a run's check at its start; no lock: a hint)."""
+    entry = _read(serving_dir / JOURNAL_FILE)
     return entry.serving_version if entry is not None and entry.step == STEP_LABELS else None
+
+
+def require_no_pending_promotion(serving_dir: Path, server_address: str | None, confirm_labels: str,
+                                 finish: str = "torchtfx promote --finish") -> None:  # fmt: skip
+    """Refuse a run at its start when the serving directory's last promotion waits for ``promote --finish``:
+    its Promoter would refuse after training and evaluating (minutes). With a server address (it confirms the
+    load) or ``immediate`` (the setting confirms it) the Promoter settles the pending move itself. ``finish``:
+    the command that confirms it, as the user would type it."""
+    if server_address or confirm_labels == IMMEDIATE:
+        return
+    waiting = pending_in(serving_dir)
+    if waiting is None:
+        return
+    raise PromotionError(
+        f"serving version {waiting} in {serving_dir} was promoted by an earlier run, but its stable/canary labels "
+        "have not moved: nobody confirmed that TF Serving loaded it, so this run's candidate could not be promoted "
+        f"and nothing was started. Either confirm it: check that TF Serving reports version {waiting} AVAILABLE "
+        f"and run `{finish}` (or the same with --rollback if it failed to load); or, where no TF Serving reads "
+        f"this folder (a local run), rerun with `{SETTING_FLAG} {IMMEDIATE}`, which moves the labels at once "
+        "(`make run` does)"
+    )
 
 
 def _registry_target(target: ServingTarget) -> ServedState | None:
@@ -104,6 +134,10 @@ def switch(target: ServingTarget, served: Served, desired: ServedState, entry: E
     """Stage ``desired`` (raises ServingChangeError, nothing changed), then move the aliases, then the labels
     (or journal the label move when nobody can confirm the load)."""
     awaiting = transition.stage(served, desired, unconfirmed)
+    if awaiting and target.labels_at_once:
+        logger.warning("Moving the labels onto version(s) %s without a load confirmation (%s %s: no TF Serving "
+                       "reads %s)", sorted(awaiting), SETTING_FLAG, IMMEDIATE, target.serving_dir)  # fmt: skip
+        awaiting = frozenset()
     if move_aliases is not None:
         move_aliases()
     stable = desired.labels[STABLE]

@@ -11,7 +11,8 @@ Order of a promotion, each step journaled first so a crash at any point is repai
    address, wait until TF Serving has it AVAILABLE, and undo everything when it does not;
 4. move the registry aliases (``previous`` <- old champion, ``champion`` <- new);
 5. move the ``stable`` / ``canary`` labels onto it: at once when the server confirmed the load, else only once
-   the user confirms it (``torchtfx promote --finish``); until then no new promotion starts.
+   the user confirms it (``torchtfx promote --finish``), or the user said so in advance (``--confirm-labels
+   immediate``, for a folder no TF Serving reads: confirmation.py); until then no new promotion starts.
 
 The registry's ``champion`` alias is the source of truth; nothing is ever left half-promoted, and no label
 ever points at a version the server has not loaded. A candidate the registry already has (``unchanged``)
@@ -29,7 +30,9 @@ from pathlib import Path
 
 from torchtfx.components.promoter import journal, unchanged
 from torchtfx.components.promoter.journal import (
+    CONFIRM,
     JOURNAL_FILE,
+    KEEP,
     OVERRIDE,
     PROMOTION,
     ROLLBACK,
@@ -116,7 +119,8 @@ def _require_settled(target: ServingTarget) -> None:
             f"serving version {waiting} is the champion but nobody has confirmed that TF Serving loaded it, so its "
             "labels have not moved; the candidate was NOT promoted and nothing was changed. Check that TF Serving "
             f"reports version {waiting} AVAILABLE and run `torchtfx promote --finish` (or `torchtfx promote "
-            "--rollback` if it failed to load), then rerun; or give --serving-address, which confirms loads itself"
+            "--rollback` if it failed to load), then rerun; or give --serving-address, which confirms loads itself, "
+            "or, where no TF Serving reads the folder, --confirm-labels immediate"
         )
 
 
@@ -128,7 +132,8 @@ def promote(candidate: Candidate, target: ServingTarget, compared_with: Baseline
     served = target.served()
     with promotion_lock(target.serving_dir):
         open_target(target)
-        repaired = reconcile(target, served)  # a pending label move is settled even when nothing else is done
+        # A pending label move is settled even when nothing else is done; `immediate` is the user's confirmation.
+        repaired = reconcile(target, served, mode=CONFIRM if target.labels_at_once else KEEP)
         found = unchanged.champion_match(candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir),
                                          target.registry, target.serving_dir)  # fmt: skip
         found = found or unchanged.rolled_back_match(candidate.fingerprint, target.registry)

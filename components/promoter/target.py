@@ -11,6 +11,7 @@ import logging
 import shutil
 from pathlib import Path
 
+from torchtfx.components.promoter.confirmation import STAGED, moves_at_once
 from torchtfx.components.shared import fingerprint, serving_identity
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import (
@@ -57,6 +58,11 @@ class ServingTarget:
     batching: BatchingParams = dataclasses.field(default_factory=BatchingParams)
     server_address: str | None = None  # TF Serving's gRPC host:port; None: nobody to ask, labels move later
     load_timeout_s: float = transition.DEFAULT_LOAD_TIMEOUT_S
+    confirm_labels: str = STAGED  # IMMEDIATE (no server address): the setting confirms the load (confirmation.py)
+
+    @property
+    def labels_at_once(self) -> bool:
+        return moves_at_once(self.confirm_labels, self.server_address)
 
     def served(self) -> Served:
         server = ModelServer(self.server_address) if self.server_address else None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pydantic
 
+from torchtfx.components.promoter.confirmation import IMMEDIATE, LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import (
     FAIL_IF_UNREACHABLE,
@@ -66,9 +67,21 @@ class LocalSettings(StrictConfig):
     beam_mode: str = BEAM_MODE_AUTO  # or "in_memory", "multi_processing"
     enable_cache: bool = True
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # or CONTINUE_IF_UNREACHABLE
+    confirm_labels: str = STAGED  # IMMEDIATE: no TF Serving reads the serving folder (promoter/confirmation.py)
 
     _known_mode = one_of("beam_mode", BEAM_MODES)
     _known_policy = one_of("mlflow_unreachable", UNREACHABLE_POLICIES)
+    _known_confirmation = one_of("confirm_labels", LABEL_CONFIRMATIONS)
+
+    @pydantic.model_validator(mode="after")
+    def _immediate_only_without_a_server(self) -> LocalSettings:
+        if self.confirm_labels == IMMEDIATE and self.serving_address:
+            raise ValueError(
+                f"confirm_labels: {IMMEDIATE} moves the serving labels without asking TF Serving, but a serving "
+                f"address ({self.serving_address}) is given, which confirms each load itself: drop "
+                f"{SETTING_FLAG} {IMMEDIATE}, or the address if no TF Serving reads the serving folder"
+            )
+        return self
 
     @property
     def root(self) -> Path:
@@ -112,6 +125,7 @@ class LocalSettings(StrictConfig):
             beam_mode=resolved.beam.mode,
             enable_cache=resolved["cache"],
             mlflow_unreachable=resolved["mlflow.unreachable"],
+            confirm_labels=resolved["confirm_labels"],
         )
 
     def beam_args(self) -> list[str]:
@@ -157,6 +171,7 @@ def _pipeline_settings(settings: LocalSettings) -> PipelineSettings:
         beam_pipeline_args=tuple(settings.beam_args()),
         enable_cache=settings.enable_cache,
         mlflow_unreachable=settings.mlflow_unreachable,
+        confirm_labels=settings.confirm_labels,
     )
 
 
@@ -176,6 +191,18 @@ def _own_run_id_runner(run_id: str):
     return OwnRunIdRunner()
 
 
+def _require_no_pending_promotion(settings: LocalSettings) -> None:
+    """Refuse in seconds what the Promoter would refuse after training and evaluating: a new run while the last
+    promotion waits for `torchtfx promote --finish`."""
+    from torchtfx.components.promoter.journal import require_no_pending_promotion
+
+    finish = ["torchtfx promote --finish", f"--dataset {settings.dataset.name}", f"--pipeline-root {settings.root}"]
+    if settings.serving_dir is not None:
+        finish.append(f"--serving-dir {settings.serving_model_dir}")
+    require_no_pending_promotion(settings.serving_model_dir, settings.serving_address, settings.confirm_labels,
+                                 " ".join(finish))  # fmt: skip
+
+
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     """Run the whole pipeline, holding the pipeline root's run lock; returns this run's summary and its wall time
     in seconds. Another run on the root raises RootBusyError at once."""
@@ -186,6 +213,7 @@ def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
 
 def _run_locked(settings: LocalSettings) -> tuple[RunSummary, float]:
     data_dir = settings.input_dir
+    _require_no_pending_promotion(settings)
     # Fail fast (seconds, not MLflow's minutes of retries) when the tracking server does not answer.
     tracking_uri_or_none(resolve_tracking_uri(settings.mlflow_default_uri), settings.mlflow_unreachable, "The run")
 

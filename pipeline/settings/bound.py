@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pydantic
 
+from torchtfx.components.promoter.confirmation import LABEL_CONFIRMATIONS, STAGED
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
 from torchtfx.components.tf_serving.batching import BatchingParams
@@ -33,6 +34,7 @@ class PipelineSettings(StrictConfig):
     # TF Serving's gRPC host:port, which confirms each load before a label moves; None: `promote --finish` does
     serving_address: str | None = None
     serving_load_timeout_s: pydantic.PositiveFloat = DEFAULT_LOAD_TIMEOUT_S
+    confirm_labels: str = STAGED  # IMMEDIATE: no TF Serving reads the folder, the labels move at once
     parity_tolerance: pydantic.PositiveFloat = DEFAULT_PARITY_TOLERANCE
     beam_pipeline_args: tuple[str, ...] = ()
     enable_cache: bool = True
@@ -40,6 +42,7 @@ class PipelineSettings(StrictConfig):
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # fail before training, or continue untracked (no promotion)
 
     _known_policy = one_of("mlflow_unreachable", UNREACHABLE_POLICIES)
+    _known_confirmation = one_of("confirm_labels", LABEL_CONFIRMATIONS)
 
     @property
     def pipeline_name(self) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchtfx.components.promoter.confirmation import LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.gates import GateConfig
@@ -217,6 +218,19 @@ def _local_settings() -> list[Setting]:
             default_text="<pipeline root>/serving/<dataset>",
         ),
         Setting("cache", True, Option("--no-cache", "no_flag", "Disable MLMD execution caching."), runs=(LOCAL,)),
+        Setting(
+            "confirm_labels",
+            STAGED,
+            Option(
+                SETTING_FLAG,
+                "choice",
+                "Without --serving-address: staged (the new version waits for `torchtfx promote --finish` before "
+                "the serving labels move onto it), or immediate, where no TF Serving reads the serving folder "
+                "(the labels move at once; refused with --serving-address).",
+                LABEL_CONFIRMATIONS,
+            ),
+            runs=(LOCAL,),
+        ),
         Setting(
             "beam.mode",
             BEAM_MODE_AUTO,
