@@ -249,9 +249,25 @@ def _sync(target: ServingTarget) -> str:
 
 def finish(target: ServingTarget) -> str:
     """``torchtfx promote --finish``: the user confirms a pending label move (verified when a server address is
-    set); with nothing pending, models.config is brought back in line with the registry."""
+    set); with nothing pending, models.config is brought back in line with the registry. A label move staged
+    after the call started (by a promotion that held the lock while it waited) is not the one the user checked."""
     require_registry(target, "promote --finish")
+    seen = pending_label_move(target)  # before the lock: what the user can have checked
     with promotion_lock(target.serving_dir):
         open_target(target)
+        _require_seen(target, seen)
         done = reconcile(target, mode=CONFIRM)
         return done.message if done is not None else _sync(target)
+
+
+def _require_seen(target: ServingTarget, seen: int | None) -> None:
+    """Measured (tests/unit/components/test_faults.py): a `--finish` typed with nothing pending waited on the
+    lock of a run's promotion, then moved the labels onto the version it had just staged, unchecked."""
+    staged = pending_label_move(target)
+    if staged is None or staged == seen or target.server_address:
+        return
+    raise PromotionError(
+        f"serving version {staged} was staged by a promotion that ran after this `promote --finish` started, so it "
+        f"cannot confirm that TF Serving loaded it; nothing was changed. Check that TF Serving reports version "
+        f"{staged} AVAILABLE and run `torchtfx promote --finish` again (or `--rollback` if it failed to load)"
+    )
