@@ -332,7 +332,11 @@ def test_fault_promote_finish_while_a_promotion_holds_the_lock_waits_and_confirm
             time.sleep(0.1)
         finishing = subprocess.Popen([*cli, "--finish"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      env=_cli_env())  # fmt: skip
-        time.sleep(8)  # the CLI starts in ~1 s; it must still be waiting on the lock
+        waiting = finishing.stderr.readline()  # it says so once it blocks on the lock (before: its startup lines)
+        while "Waiting for another promotion on" not in waiting:
+            assert waiting, finishing.communicate()  # stderr closed: it ended without waiting
+            waiting = finishing.stderr.readline()
+        time.sleep(0.5)
         assert finishing.poll() is None, finishing.communicate()
         os.kill(promoter.pid, signal.SIGCONT)
         promoter.join(timeout=300)
@@ -343,7 +347,6 @@ def test_fault_promote_finish_while_a_promotion_holds_the_lock_waits_and_confirm
         if finishing is not None and finishing.poll() is None:
             finishing.kill()
     assert promoter.exitcode == 0
-    assert "Waiting for another promotion on" in err, err
     assert finishing.returncode == 1 and err.strip().splitlines()[-1].endswith(
         "serving version 2 was staged by a promotion that ran after this `promote --finish` started, so it cannot "
         "confirm that TF Serving loaded it; nothing was changed. Check that TF Serving reports version 2 AVAILABLE "
