@@ -9,7 +9,7 @@ from typing import Any
 
 import pydantic
 
-from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
+from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES, redact
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import Toleration, VolumeMount
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
@@ -33,7 +33,6 @@ from torchtfx.pipeline.settings.resolve import ResolvedSettings, pools_layer, re
 
 # Keys and values that must never reach a compiled spec: credentials belong in Kubernetes secrets.
 _CREDENTIAL = re.compile(r"(password|passwd|secret|token|api[_-]?key|access[_-]?key|credential)", re.I)
-_USERINFO = re.compile(r"^[a-z][a-z0-9+.-]*://[^/@]+@", re.I)
 
 
 class KubeflowConfigError(ConfigError):
@@ -151,10 +150,11 @@ class MlflowDeployment(_KubeflowSection):
     def _address_only(cls, uri: str) -> str:
         if not uri:
             raise ValueError("mlflow.tracking_uri is required (the MLflow server's address)")
-        if _USERINFO.match(uri):
+        # The logs' redaction rule decides, so a password holding an unencoded '/' or '#' is caught here too.
+        if redact(uri) != uri:
             raise ValueError(
-                "mlflow.tracking_uri carries credentials (user:password@); put them in the Kubernetes "
-                "secret named by mlflow.credentials_secret instead"
+                "mlflow.tracking_uri carries credentials (user:password@ or a secret query parameter); put them "
+                "in the Kubernetes secret named by mlflow.credentials_secret instead"
             )
         return uri
 
@@ -242,7 +242,7 @@ class KubeflowSettings(_KubeflowSection):
     def _no_credentials(cls, beam_args: tuple[str, ...]) -> tuple[str, ...]:
         for arg in beam_args:
             flag = arg.split("=", 1)[0]
-            if _CREDENTIAL.search(flag) or _USERINFO.match(arg.split("=", 1)[-1]):
+            if _CREDENTIAL.search(flag) or redact(arg) != arg:
                 raise ValueError(
                     f"{flag!r} looks like a credential; compiled specs must not carry secrets. "
                     "Use the pod's service account (workload identity) or a Kubernetes secret instead."

@@ -136,6 +136,11 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
         ({"image": "ghcr.io/torchtfx/torchtfx:latest"}, "pinned to a tag or digest"),
         ({"image": "ghcr.io/torchtfx/torchtfx"}, "pinned to a tag or digest"),
         ({"mlflow": {"tracking_uri": "http://bob:hunter2@mlflow:5000"}}, "carries credentials"),
+        # A password holding an unencoded '/' or '#' (the redaction rule's cases) is still a credential.
+        ({"mlflow": {"tracking_uri": "http://bob:hun/ter2@mlflow:5000"}}, "carries credentials"),
+        ({"mlflow": {"tracking_uri": "http://bob:hun#ter2@mlflow:5000"}}, "carries credentials"),
+        ({"mlflow": {"tracking_uri": "https://mlflow:5000/?token=abc"}}, "carries credentials"),
+        ({"beam_args": ["--temp_location=gs://u:p/w@bucket/tmp"]}, "looks like a credential"),
         ({"beam_args": ["--aws_secret_access_key=abc"]}, "looks like a credential"),
         ({"serving_dir": "gs://bucket/serving"}, "'serving_dir' must be an absolute path"),
         ({"serving_dir": "/srv/models/../../etc"}, "is not normalized"),
