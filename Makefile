@@ -25,7 +25,7 @@ help:
 	@echo "make run    - run the whole pipeline locally on the embedded taxi data"
 	@echo "make test   - run the test suite (unit + e2e)"
 	@echo "make test-faults - long fault-injection runs (pipeline killed, MLflow unreachable)"
-	@echo "make bench  - the eight benchmarks (reference, serving, serving_text, scale, input_path, ddp, zoo, evaluator) (bench/results/*.json, bench/results/README.md, plots); BENCH_ARGS='--only serving'"
+	@echo "make bench  - the eight benchmarks (reference, serving, serving_text, scale, input_path, ddp, zoo, evaluator) (tests/bench/results/*.json, tests/bench/results/README.md, plots); BENCH_ARGS='--only serving'"
 	@echo "make conformance - ONNX's backend tests through the converter (CONFORMANCE_ARGS='--markdown FILE')"
 	@echo "make lint   - ruff check + format check, mypy on the packages mypy.ini lists"
 	@echo "make compile - compile the Kubeflow pipeline spec from kubeflow/pools.yaml"
@@ -80,7 +80,7 @@ conformance: $(STAMP)
 
 BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m bench $(BENCH_ARGS)
+	$(PY) -m tests.bench $(BENCH_ARGS)
 
 # mypy reads the code as torchtfx.<layer>, the names it imports itself by: links under MYPY_PATH (mypy.ini's
 # mypy_path) stand for setup.py's package_dir, which the editable install serves through an import hook that mypy

@@ -55,14 +55,14 @@ Epochs = whole_number(1, MAX_EPOCHS)
 BatchSize = whole_number(1, MAX_BATCH_SIZE)
 Threads = whole_number(1, MAX_WORKERS_PER_NODE)
 
-# make bench, DDP scaling (bench/results/README.md, section 3: the measured speed-ups): on 2 CPU cores, local SGD
+# make bench, DDP scaling (tests/bench/results/README.md, section 3: the measured speed-ups): on 2 CPU cores, local SGD
 # every 16 steps beats plain DDP on gloo and local SGD every 8 steps, at the same eval AUC; the all-reduce of every
 # step is the cost.
 CPU_LOCAL_SGD_STEPS = 16
 CPU_WORKERS = 2
 # Below this, one worker in the executor's process beats two DDP workers under torchrun, whose start-up (its agent
 # and every worker import torch) outweighs the training it saves: make bench, DDP scaling, small data
-# (bench/results/README.md, section 3). Measured with workers that each imported torch; the local agent now forks
+# (tests/bench/results/README.md, section 3). Measured with workers that each imported torch; the local agent now forks
 # them after its own import (cluster/agent.py), which starts them sooner: not measured again.
 IN_PROCESS_MAX_TRAIN_ROWS = 50_000
 
@@ -86,11 +86,11 @@ class TrainerHParams(StrictConfig):
     # An epoch improves on the best only when its eval loss is lower by more than this fraction of the best (0:
     # any decrease counts). Measured at 1M synthetic taxi rows: eval loss 0.2415 after epoch 1, then changes of
     # 0.04% or less while 6 more epochs ran (33 s of 48 s of training) for eval AUC 0.9378 -> 0.9381
-    # (bench/results/README.md, section 5, what limits the run at 1M rows).
+    # (tests/bench/results/README.md, section 5, what limits the run at 1M rows).
     early_stopping_min_delta: NonNegativeFiniteFloat = 1e-3
     seed: int = 42
     # "auto": below IN_PROCESS_MAX_TRAIN_ROWS training rows, one worker in the executor's own process (no torchrun,
-    # whose start-up and worker processes cost more than the training on taxi: bench/results/README.md, section 3);
+    # whose start-up and worker processes cost more than the training on taxi: tests/bench/results/README.md, sec. 3);
     # above, DDP with one worker per GPU, or CPU_WORKERS on CPU. A number always starts that many DDP workers.
     num_workers: AutoOrWorkers = "auto"
     threads_per_worker: Threads = 1

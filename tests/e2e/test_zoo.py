@@ -88,10 +88,10 @@ def test_each_zoo_model_runs_the_whole_pipeline_with_parity(zoo_root, model):
     _check_converted_and_blessed(zoo_root, proc, model)
 
 
-# Third-party published models, unmodified, from their pip packages (bench/research_zoo/; the whole corpus runs in
+# Third-party published models, unmodified, from their pip packages (tests/bench/research_zoo/; the whole corpus runs in
 # `make bench --only zoo`): the periodic-embedding MLP (Sin/Cos) and TabM (aten::column_stack by a torchtfx symbolic,
 # OneHot, its own mean-of-members loss). Two fast ones: each pipeline run adds about a minute to make test.
-RESEARCH_ZOO = Path(__file__).resolve().parents[2] / "bench" / "research_zoo"
+RESEARCH_ZOO = Path(__file__).resolve().parents[1] / "bench" / "research_zoo"
 
 
 @pytest.mark.parametrize("factory", ["rtdl_mlp_periodic", "tabm_ensemble"])

@@ -1,5 +1,6 @@
 """The architecture, checked: the installed namespace, no import cycles among the project's modules (lazy
-imports inside functions count too), and the layers only import downwards: pipeline -> components -> data."""
+imports inside functions count too), and the layers only import downwards: the benchmarks (tests/bench) ->
+pipeline -> components -> data."""
 
 from __future__ import annotations
 
@@ -10,16 +11,24 @@ from pathlib import Path
 
 from tests.paths import PROJECT_ROOT
 
-LAYERS = ("pipeline", "components", "data")  # each may import only the ones after it
+PACKAGE_LAYERS = ("pipeline", "components", "data")  # installed as torchtfx.<layer>
+BENCH = "tests.bench"  # make bench: above the pipeline, imported by nothing of the package
+LAYERS = (BENCH, *PACKAGE_LAYERS)  # each may import only the ones after it
 
 
 def _module_name(path: Path) -> str:
     parts = path.relative_to(PROJECT_ROOT).with_suffix("").parts
-    return "torchtfx." + ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    return name if name.startswith(BENCH) else "torchtfx." + name
+
+
+def _layer(module: str) -> int:
+    return 0 if module.startswith(BENCH) else LAYERS.index(module.split(".")[1])
 
 
 def _graph() -> dict[str, set[str]]:
-    files = {_module_name(p): p for layer in LAYERS for p in (PROJECT_ROOT / layer).rglob("*.py")}
+    folders = [PROJECT_ROOT / layer for layer in PACKAGE_LAYERS] + [PROJECT_ROOT / "tests" / "bench"]
+    files = {_module_name(p): p for folder in folders for p in folder.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
         targets = set()
@@ -73,9 +82,10 @@ def test_no_import_cycles():
 
 def test_layers_import_only_downwards():
     upward = []
-    for module, targets in _graph().items():
-        layer = LAYERS.index(module.split(".")[1])
-        upward += [(module, t) for t in targets if LAYERS.index(t.split(".")[1]) < layer]
+    graph = _graph()
+    assert any(m.startswith(BENCH) for m in graph)  # the benchmarks are walked too
+    for module, targets in graph.items():
+        upward += [(module, t) for t in targets if _layer(t) < _layer(module)]
     assert upward == []
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.measure import run_measured
-from bench.report import write_report
 from tests import helpers
+from tests.bench.measure import run_measured
+from tests.bench.report import write_report
 
 _CHILD_ALLOCATES = (
     "import subprocess, sys, time\n"
@@ -55,7 +55,7 @@ def test_failed_command_is_reported_not_raised(tmp_path):
 
 def test_a_profiled_run_that_stopped_early_is_an_error_not_a_profile(tmp_path):
     """py-spy exits 0 whatever its child does: the profile checks the run's own end-of-run report instead."""
-    from bench.profile import require_finished_run
+    from tests.bench.profile import require_finished_run
 
     torchtfx = str(Path(sys.executable).with_name("torchtfx"))
     refused = run_measured([torchtfx, "run", "--data-dir", str(tmp_path / "missing"), "--pipeline-root",
@@ -124,7 +124,7 @@ def test_report_judges_each_ddp_variant_against_one_worker(tmp_path):
 def test_input_path_bench_trains_in_process_from_arrays_and_from_memory(tmp_path, tiny_taxi):
     """The input-path benchmark's one-rank loop (the Trainer given its model, shards and optimizer), from the
     job's memory-mapped arrays and from splits already in memory: same epochs, a history each."""
-    from bench.trainer_bench import _fixed_epochs, _train_in_process
+    from tests.bench.trainer_bench import _fixed_epochs, _train_in_process
     from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
     job = helpers.tiny_train_job(tmp_path, tiny_taxi)
@@ -146,7 +146,7 @@ def _latency(converted: float, ort: float, torch: float) -> dict:
 
 
 def test_ratios_are_one_runtime_over_another_per_batch_both_have():
-    from bench.serving_bench import ratios
+    from tests.bench.serving_bench import ratios
 
     latency = _latency(0.6, 0.2, 0.4)
     assert ratios(latency, "converted_network", "onnxruntime") == pytest.approx({"1": 3.0, "32": 3.0, "1024": 3.0})
@@ -156,8 +156,8 @@ def test_ratios_are_one_runtime_over_another_per_batch_both_have():
 
 
 def test_zoo_row_joins_the_run_record_and_the_measurements(tmp_path):
-    from bench.pipelines import PipelineRun
-    from bench.zoo_bench import ZooRun, zoo_row
+    from tests.bench.pipelines import PipelineRun
+    from tests.bench.zoo_bench import ZooRun, zoo_row
 
     run = PipelineRun("torchtfx", tmp_path, 61.5, 1.2, {"TorchTrainer": 30.0})
     zoo_run = ZooRun("dcn", run, tmp_path / "model" / "7", True, "/serving/1", 0.9391, 0.9402, "translator", 2e-7)
@@ -169,8 +169,8 @@ def test_zoo_row_joins_the_run_record_and_the_measurements(tmp_path):
 
 
 def test_report_renders_the_zoo_table_and_a_failed_model(tmp_path):
-    from bench.serving_bench import ratios
-    from bench.zoo_bench import RUNTIMES
+    from tests.bench.serving_bench import ratios
+    from tests.bench.zoo_bench import RUNTIMES
 
     latency = _latency(0.6, 0.2, 0.4)
     ok = {"model": "mlp", "strategy": "translator", "repairs": ["erf_gelu"], "conversion_seconds": 0.12,
@@ -187,7 +187,7 @@ def test_report_renders_the_zoo_table_and_a_failed_model(tmp_path):
 
 
 def test_report_renders_the_fp16_variant_drift_and_latency(tmp_path):
-    from bench.zoo_bench import RUNTIMES
+    from tests.bench.zoo_bench import RUNTIMES
 
     def lat(ms: float) -> dict:
         return {b: {"median_ms": ms, "p90_ms": ms} for b in ("1", "32", "1024")}
@@ -211,8 +211,8 @@ def test_report_renders_the_fp16_variant_drift_and_latency(tmp_path):
 
 
 def test_report_judges_the_network_targets_on_the_c_api_runtime(tmp_path):
-    from bench.serving_bench import ratios
-    from bench.zoo_bench import RUNTIMES
+    from tests.bench.serving_bench import ratios
+    from tests.bench.zoo_bench import RUNTIMES
 
     latency = _latency(0.6, 0.2, 0.4)  # from Python: 3x onnxruntime, 1.5x torch
     latency["converted_network_session"] = {
@@ -276,7 +276,7 @@ def test_report_says_why_the_references_signature_was_not_measured(tmp_path):
 
 
 def test_evaluator_bench_measures_each_of_our_metrics_against_the_reference_config(taxi_cfg):
-    from bench.evaluator_bench import _variants
+    from tests.bench.evaluator_bench import _variants
 
     variants = _variants(taxi_cfg)
     reference_metrics, reference_slices = variants["reference"]
@@ -302,7 +302,7 @@ def test_report_judges_the_evaluator_at_equal_slices(tmp_path):
 
 def _pipeline_run(name: str, wall: float, pss: float, auc: float, stages: dict, eval_examples: int) -> dict:
     processes = {
-        "1 /work/.venv/bin/python -m bench.reference_pipeline --root r": 900,
+        "1 /work/.venv/bin/python -m tests.bench.reference_pipeline --root r": 900,
         "2 python -m sdk_worker_main": 80,
     }
     return {"name": name, "root": f"/w/{name}", "wall_seconds": wall, "peak_rss_gib": pss * 1.3, "peak_pss_gib": pss,
@@ -313,7 +313,7 @@ def _pipeline_run(name: str, wall: float, pss: float, auc: float, stages: dict, 
 def _scale_size(
     rows: int, our_wall: float, our_pss: float, our_auc: float, ref_examples: int = 333_296, ref_wall: float = 700.0
 ) -> dict:
-    from bench.scale_bench import comparison
+    from tests.bench.scale_bench import comparison
 
     ours = _pipeline_run("torchtfx", our_wall, our_pss, our_auc,
                          {"CsvExampleGen": 85.0, "TorchTrainer": 40.0, "ChampionModel": 2.0, "Evaluator": 270.0},
@@ -329,7 +329,7 @@ def _scale_size(
 
 
 def _scale_result(*sizes: dict) -> dict:
-    from bench.scale_bench import TARGETS, time_ratios
+    from tests.bench.scale_bench import TARGETS, time_ratios
 
     return {"benchmark": "scale", "sizes": list(sizes), "targets": dict(TARGETS), **time_ratios(list(sizes))}
 
@@ -369,14 +369,14 @@ def test_report_leaves_out_a_scale_result_of_the_old_format(tmp_path, caplog):
     old = {"runs": [{"rows": 1_000_000, "wall_seconds": 500.0, "peak_rss_gib": 3.9, "stages": {"Evaluator": 1.0}}],
            "pss_target_gib": 4.0, "time_ratio_target": 5.5}  # fmt: skip
     (tmp_path / "scale.json").write_text(json.dumps(old))
-    with caplog.at_level("INFO", logger="bench.report"):
+    with caplog.at_level("INFO", logger="tests.bench.report"):
         text = write_report(tmp_path).read_text()
     assert "## 5." not in text and not (tmp_path / "scale_stages.png").exists()
     assert "written before scale ran the reference beside ours" in caplog.text
 
 
 def test_scale_beam_args_are_sized_for_the_generated_data_dir(tmp_path, taxi_cfg):
-    from bench import pipelines, scale_bench
+    from tests.bench import pipelines, scale_bench
     from torchtfx.pipeline.beam_args import SMALL_INPUT_BYTES
 
     data = tmp_path / "data"
@@ -393,8 +393,8 @@ def test_scale_beam_args_are_sized_for_the_generated_data_dir(tmp_path, taxi_cfg
 
 
 def test_scale_generates_once_then_runs_the_reference_then_ours_from_cold_roots(tmp_path, monkeypatch):
-    from bench import pipelines, scale_bench
-    from bench.pipelines import PipelineRun
+    from tests.bench import pipelines, scale_bench
+    from tests.bench.pipelines import PipelineRun
 
     calls = []
 
@@ -495,7 +495,7 @@ def _reference_store(root: Path, outputs: dict[str, dict[str, str]]) -> None:
 
 
 def test_reference_metrics_score_its_model_on_its_eval_split_and_keep_its_evaluator_output(tmp_path):
-    from bench import pipelines
+    from tests.bench import pipelines
     from tests.unit.pipeline.reporting import evaluations
 
     model, examples, evaluation = tmp_path / "model", tmp_path / "examples", tmp_path / "evaluation"
@@ -514,7 +514,7 @@ def test_reference_metrics_score_its_model_on_its_eval_split_and_keep_its_evalua
 def test_the_corpus_names_every_research_factory_file_and_its_installed_package():
     import ast
 
-    from bench.research_zoo import CORPUS, HERE
+    from tests.bench.research_zoo import CORPUS, HERE
 
     files = {p.stem for p in HERE.glob("*.py") if p.name != "__init__.py"}
     assert files <= {m.name for m in CORPUS}, f"factory files missing from CORPUS: {files - {m.name for m in CORPUS}}"
@@ -530,13 +530,13 @@ def test_the_corpus_names_every_research_factory_file_and_its_installed_package(
 
 
 def _research_row(name: str, **extra) -> dict:
-    return {"model": name, "factory": f"bench/research_zoo/{name}.py:build", "package": "rtdl_revisiting_models",
+    return {"model": name, "factory": f"tests/bench/research_zoo/{name}.py:build", "package": "rtdl_revisiting_models",
             "version": "0.0.2", "class": "rtdl_revisiting_models.MLP", "paper": "Gorishniy et al. 2021",
             **extra}  # fmt: skip
 
 
 def _research_result() -> dict:
-    from bench.zoo_bench import RUNTIMES
+    from tests.bench.zoo_bench import RUNTIMES
 
     measured = {"strategy": "translator", "repairs": [], "conversion_seconds": 0.1, "parity_max_abs_diff": 1.19e-7,
                 "latency": _latency(0.6, 0.2, 0.4), "tfma_auc": 0.9012, "torch_eval_auc": 0.8999,
@@ -558,7 +558,7 @@ def _research_result() -> dict:
 
 
 def test_report_renders_the_research_corpus_table_for_results_and_the_project_readme(tmp_path):
-    from bench.report import research_readme_table
+    from tests.bench.report import research_readme_table
 
     (tmp_path / "research_zoo.json").write_text(json.dumps(_research_result()))
     text = write_report(tmp_path).read_text()
@@ -576,7 +576,7 @@ def test_report_renders_the_research_corpus_table_for_results_and_the_project_re
 
 
 def test_parse_conversion_reads_the_trainers_onnx_conversion_property():
-    from bench.zoo_bench import parse_conversion
+    from tests.bench.zoo_bench import parse_conversion
 
     assert parse_conversion("translator; repairs: batch_constants, erf_gelu; exporter: dynamo; symbolics: sinc") == {
         "strategy": "translator", "exporter": "dynamo", "repairs": ["batch_constants", "erf_gelu"],
@@ -587,7 +587,7 @@ def test_parse_conversion_reads_the_trainers_onnx_conversion_property():
 
 
 def test_zoo_sets_runs_the_chosen_sets_with_each_sets_own_names(tmp_path, monkeypatch):
-    from bench import zoo_bench
+    from tests.bench import zoo_bench
 
     calls = []
     monkeypatch.setattr(zoo_bench, "zoo", lambda work, workers, models: calls.append(("zoo", models)) or {})
@@ -604,7 +604,7 @@ def test_zoo_sets_runs_the_chosen_sets_with_each_sets_own_names(tmp_path, monkey
 
 
 def test_the_corpus_sample_is_the_first_rows_of_the_csv_written_once(tmp_path):
-    from bench.zoo_bench import sample_data
+    from tests.bench.zoo_bench import sample_data
 
     source = tmp_path / "taxi.csv"
     source.write_text("a,b\n" + "".join(f'{i},"x,{i}"\n' for i in range(10)))
@@ -618,7 +618,7 @@ def test_the_corpus_sample_is_the_first_rows_of_the_csv_written_once(tmp_path):
 def test_finish_promotion_confirms_the_staged_version_in_the_runs_serving_dir(tmp_path, monkeypatch):
     import subprocess
 
-    from bench import zoo_bench
+    from tests.bench import zoo_bench
 
     ran = []
 
@@ -640,7 +640,7 @@ def test_finish_promotion_confirms_the_staged_version_in_the_runs_serving_dir(tm
 def test_a_dynamo_graph_whose_batch_torch_export_specialized_is_found_by_its_declared_inputs():
     from onnx import TensorProto, helper
 
-    from bench.zoo_bench import _static_batch
+    from tests.bench.zoo_bench import _static_batch
 
     def graph(batch):
         inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, 3]) for name in ("dense", "cat")]
@@ -653,7 +653,7 @@ def test_a_dynamo_graph_whose_batch_torch_export_specialized_is_found_by_its_dec
 
 
 def test_report_shows_batch_scoring_rates_and_ours_against_each_other_way(tmp_path):
-    from bench.report import write_report
+    from tests.bench.report import write_report
 
     result = {"benchmark": "predict", "rows": 150020, "seconds": {"torchtfx_predict": [10.0, 12.0],
               "loop": [20.0, 20.0], "pyfunc": [30.0, 31.0]},

@@ -1,6 +1,6 @@
-"""``bench/sequence_serving_bench``: eval texts cut to an exact token count (checked against the pipeline's own
+"""``tests/bench/sequence_serving_bench``: eval texts cut to an exact token count (checked against the pipeline's own
 tokenizer), the network's inputs built from Transform's output, the sample, the targets' verdict, and the README
-section ``bench/report.py`` writes from ``serving_text.json``."""
+section ``tests/bench/report.py`` writes from ``serving_text.json``."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench import sequence_serving_bench as bench
-from bench.report import write_report
+from tests.bench import sequence_serving_bench as bench
+from tests.bench.report import write_report
 from torchtfx.components.torch_trainer.export.convert import TRANSFORM_SIGNATURE
 from torchtfx.components.torch_trainer.features import FeatureLayout
 from torchtfx.data.config.text import TextFeature

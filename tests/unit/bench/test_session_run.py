@@ -1,4 +1,4 @@
-"""``bench/session_run``: the C harness that times a SavedModel signature through TF's C API (the call TF
+"""``tests/bench/session_run``: the C harness that times a SavedModel signature through TF's C API (the call TF
 Serving makes), compiled here against the installed TensorFlow, on tiny networks (tabular, and with token ids of
 any length after an empty dense input) and a string signature; and the op profile of a saved network."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bench import session_run
+from tests.bench import session_run
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")
 
@@ -73,7 +73,7 @@ def test_a_string_signature_is_fed_serialized_examples(tmp_path, binary):
 def test_the_tabular_benchmarks_timers_run_the_network_the_floor_and_the_signature(tmp_path, binary):
     import contextlib
 
-    from bench.serving_bench import session_timers
+    from tests.bench.serving_bench import session_timers
 
     examples, feeds = _parse_model(tmp_path / "parse"), _tabular(10)
     with contextlib.ExitStack() as stack:
@@ -113,7 +113,7 @@ def _examples_with_a_label(rows: int) -> list[bytes]:
 def test_the_reference_signature_is_timed_beside_ours_and_both_are_profiled(tmp_path, binary):
     import contextlib
 
-    from bench.serving_bench import examples_call, session_timers, signature_profiles
+    from tests.bench.serving_bench import examples_call, session_timers, signature_profiles
 
     _parse_model(tmp_path / "ours")
     reference, examples, feeds = _keras_like_model(tmp_path / "reference"), _examples_with_a_label(10), _tabular(10)

@@ -8,7 +8,7 @@ import math
 from torchtfx.components.torch_trainer.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.worker.outcomes import improves
 
-# Eval loss per epoch of the 1M-row scale bench run (bench/results/scale.json's run before the change).
+# Eval loss per epoch of the 1M-row scale bench run (tests/bench/results/scale.json's run before the change).
 MEASURED_1M = [0.2415, 0.2438, 0.2421, 0.2414, 0.2415, 0.2414, 0.2421]
 
 

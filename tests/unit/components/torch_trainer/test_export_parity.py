@@ -92,7 +92,7 @@ def test_serving_signature_takes_raw_examples_without_label(converted, tiny_taxi
 
 def test_the_serving_signature_runs_transform_inline_with_the_parse(converted):
     """TFT's function cannot be inlined by TF's optimizer (its lookups have no control outputs), so TF Serving ran
-    it as a call of its own: 69 us of the 273 us a batch-1 request took (bench/results/README.md). Imported into
+    it as a call of its own: 69 us of the 273 us a batch-1 request took (tests/bench/results/README.md). Imported into
     ``serve``, the lookups sit in one function with the parse."""
     _, root = converted
     library = tf.saved_model.load(str(root / "serving")).signatures["serving_default"].graph.as_graph_def().library

@@ -1,4 +1,4 @@
-"""``bench/results/README.md`` and plots, rebuilt from whatever ``bench/results/*.json`` holds."""
+"""``tests/bench/results/README.md`` and plots, rebuilt from whatever ``tests/bench/results/*.json`` holds."""
 
 from __future__ import annotations
 
@@ -6,36 +6,17 @@ import json
 import logging
 from pathlib import Path
 
-from bench.evaluator_bench import report_lines as evaluator_report_lines
-from bench.report_predict import predict_section
-from bench.report_serving import reference_signature_lines
-from bench.serving_bench import ratios
+from tests.bench.evaluator_bench import report_lines as evaluator_report_lines
+from tests.bench.report_parts import STAGE_ROLES, met, role_seconds
+from tests.bench.report_predict import predict_section
+from tests.bench.report_serving import reference_signature_lines
+from tests.bench.serving_bench import ratios
 
 logger = logging.getLogger(__name__)
-
-# Our component ids and the reference's, lined up by role for the side-by-side plot and table.
-STAGE_ROLES = (
-    ("ExampleGen", ("CsvExampleGen",), ("CsvExampleGen",)),
-    ("StatisticsGen", ("StatisticsGen",), ("StatisticsGen",)),
-    ("Schema", ("ImportSchemaGen",), ("SchemaGen",)),
-    ("Validation", ("ExampleValidator", "DataGate"), ("ExampleValidator",)),
-    ("Transform", ("Transform",), ("Transform",)),
-    ("Trainer", ("TorchTrainer",), ("Trainer",)),
-    ("Evaluator", ("ChampionModel", "Evaluator"), ("latest_blessed_model_resolver", "Evaluator")),
-    ("Push/promote", ("Promoter",), ("Pusher",)),
-)
 
 
 def _load(out: Path) -> dict[str, dict]:
     return {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "**not met**"
-
-
-def _role_seconds(stages: dict[str, float], names: tuple[str, ...]) -> float:
-    return sum(stages.get(n, 0.0) for n in names)
 
 
 def _reference_section(r: dict) -> list[str]:
@@ -49,7 +30,7 @@ def _reference_section(r: dict) -> list[str]:
     ]
     for role, our_ids, ref_ids in STAGE_ROLES:
         lines.append(
-            f"| {role} | {_role_seconds(ours['stages'], our_ids):.1f} | {_role_seconds(ref['stages'], ref_ids):.1f} |"
+            f"| {role} | {role_seconds(ours['stages'], our_ids):.1f} | {role_seconds(ref['stages'], ref_ids):.1f} |"
         )
     lines += [
         f"| **wall (whole command)** | **{ours['wall_seconds']:.1f}** | **{ref['wall_seconds']:.1f}** |",
@@ -58,8 +39,8 @@ def _reference_section(r: dict) -> list[str]:
         f"| peak PSS, process tree (GiB) | {ours.get('peak_pss_gib', 0.0):.2f} | {ref.get('peak_pss_gib', 0.0):.2f} |",
         "",
         f"Wall ratio {r['wall_ratio']:.2f} (target ≤ {r['target_wall_ratio']}): "
-        f"{_met(r['wall_ratio'] <= r['target_wall_ratio'])}; "
-        f"AUC {auc:.4f} (target ≥ {r['target_auc']}): {_met(auc >= r['target_auc'])}.",
+        f"{met(r['wall_ratio'] <= r['target_wall_ratio'])}; "
+        f"AUC {auc:.4f} (target ≥ {r['target_auc']}): {met(auc >= r['target_auc'])}.",
         *_pss_ratio_line(ours, ref, r["target_pss_ratio"]),
         "",
         "![stage times](stages_vs_reference.png)",
@@ -70,7 +51,7 @@ def _reference_section(r: dict) -> list[str]:
 
 def _pss_ratio_line(ours: dict, ref: dict, target: float) -> list[str]:
     ratio = ours["peak_pss_gib"] / ref["peak_pss_gib"]
-    return [f"Peak PSS ratio {ratio:.2f} (target ≤ {target}): {_met(ratio <= target)}."]
+    return [f"Peak PSS ratio {ratio:.2f} (target ≤ {target}): {met(ratio <= target)}."]
 
 
 def _trainer_sections(results: dict) -> list[str]:
@@ -95,7 +76,7 @@ def _trainer_sections(results: dict) -> list[str]:
             "",
             f"Ratio {r['ratio_overall']:.2f} over the whole runs (materializing included), "
             f"{r['ratio_per_epoch']:.2f} per epoch, over {r['rounds']} rounds in mirrored order. "
-            f"Per epoch (target ≥ {r['target']}): {_met(r['ratio_per_epoch'] >= r['target'])}.",
+            f"Per epoch (target ≥ {r['target']}): {met(r['ratio_per_epoch'] >= r['target'])}.",
             "",
         ]
     if "ddp" in results:
@@ -119,7 +100,7 @@ def _trainer_sections(results: dict) -> list[str]:
         lines.append("")
         for x in r["runs"][1:]:
             ok = x["speedup"] >= r["target_speedup"] and x["auc_difference"] <= r["target_auc_difference"]
-            judged = _met(ok) if "default" in x["name"] else "for comparison"
+            judged = met(ok) if "default" in x["name"] else "for comparison"
             lines.append(
                 f"- {x['name']}: speed-up {x['speedup']:.2f}x (target ≥ {r['target_speedup']} with the default "
                 f"settings), AUC difference {x['auc_difference']:.4f} (target ≤ {r['target_auc_difference']}): "
@@ -185,9 +166,9 @@ def _network_target_lines(r: dict) -> list[str]:
     target = r.get("target", 1.5)  # zoo rows hold no target: the serving benchmark's
     lines = [
         f"- `{r['target_runtime']}` / onnxruntime: {_by_batch(vs_ort)}; at batch 1024 {at_1024:.2f} (target ≤ "
-        f"{target}): {_met(at_1024 <= target)}.",
+        f"{target}): {met(at_1024 <= target)}.",
         f"- `{r['target_runtime']}` / PyTorch eager: {_by_batch(vs_torch)} (target ≤ 1 at every batch): "
-        f"{_met(bool(vs_torch) and max(vs_torch.values()) <= 1.0)}.",
+        f"{met(bool(vs_torch) and max(vs_torch.values()) <= 1.0)}.",
         f"- From Python (`converted_network`, a ConcreteFunction call): / onnxruntime {python_ort}; / PyTorch "
         f"eager {python_torch}. `tf_call_floor` is what any TF call costs from Python here; TF Serving calls the "
         "graph from C++, as the `*_session` runtimes do.",
@@ -253,7 +234,7 @@ def _text_caption(r: dict) -> str:
         f"{r['strategy']} (repairs: {', '.join(r['repairs']) or 'none'}). Measured in a process with {env}: "
         "`torch`'s OpenMP threads sleep while they wait (with libgomp's default, spinning, PyTorch eager took 184 ms "
         "instead of 0.8 ms per call at batch 1 x 16 tokens on loaded cores: `MEASURE_ENV` in "
-        "bench/sequence_serving_bench.py); `torch_spinning`: the same model in a child process with the default, "
+        "tests/bench/sequence_serving_bench.py); `torch_spinning`: the same model in a child process with the default, "
         "faster where the cores are free. The ratios to PyTorch eager take the faster of the two at each batch."
     )
 
@@ -280,7 +261,7 @@ def serving_text_section(r: dict) -> list[str]:
     for key, name in _TEXT_TARGETS:
         each = "; ".join(f"length {n}: " + ", ".join(f"{b}: {v:.2f}" for b, v in _numeric(f[f"converted_{key}"])
                                                       if int(b) >= t["min_batch"]) for n, f in by_length)  # fmt: skip
-        lines.append(f"- network / {name}: {each} (target ≤ {t[key]}): {_met(r['met'][key])}.")
+        lines.append(f"- network / {name}: {each} (target ≤ {t[key]}): {met(r['met'][key])}.")
     diffs = "; ".join(f"length {n}: " + ", ".join(f"{k} {v:.1e}" for k, v in f["max_abs_diff_vs_torch"].items())
                       for n, f in by_length)  # fmt: skip
     missed = [_text_missed_line(r, n, b) for n, f in by_length for b, _ in _numeric(f["converted_vs_onnxruntime"])]
@@ -296,7 +277,7 @@ def serving_text_section(r: dict) -> list[str]:
 
 
 def _scale_section(r: dict) -> list[str]:
-    from bench.report_scale import scale_section  # it imports this module's stage roles
+    from tests.bench.report_scale import scale_section  # it imports this module's stage roles
 
     return scale_section(r)
 
@@ -338,13 +319,13 @@ def _zoo_section(r: dict) -> list[str]:
     return [*lines, "", f"AUC: {r['auc_source']}.", "", *targets, "", *_fp16_lines(r), ""]
 
 
-RESEARCH_RESULT = "research_zoo"  # bench/results/research_zoo.json
+RESEARCH_RESULT = "research_zoo"  # tests/bench/results/research_zoo.json
 _RESEARCH_BATCHES = ("1", "1024")
 
 
 def _research_caption(r: dict) -> str:
     return (
-        f"Third-party published models (bench/research_zoo/), each through `torchtfx run` on the first "
+        f"Third-party published models (tests/bench/research_zoo/), each through `torchtfx run` on the first "
         f"{r['sample_rows']:,} rows of the taxi CSV (`{' '.join(r['run_args'])}`), one pipeline root for all. "
         "Exporter, repairs and symbolics: the Trainer's (the Model artifact's `onnx_conversion`); parity: max "
         "|SavedModel - PyTorch| on the eval split; ratio: the converted network (Session::Run from C where the C "
@@ -432,8 +413,8 @@ def _research_section(r: dict) -> list[str]:
 
 def research_readme_table(out: Path | None = None) -> str:
     """The corpus table as a block of its own (section 6b of the results README has it), from
-    ``<out>/research_zoo.json`` (default bench/results):
-    ``python -c "from bench.report import research_readme_table; print(research_readme_table())"``."""
+    ``<out>/research_zoo.json`` (default tests/bench/results):
+    ``python -c "from tests.bench.report import research_readme_table; print(research_readme_table())"``."""
     r = json.loads(((out or Path(__file__).parent / "results") / f"{RESEARCH_RESULT}.json").read_text())
     return "\n".join([_research_caption(r), "", *research_table(r), "", *_research_papers(r)]) + "\n"
 
@@ -475,19 +456,6 @@ def _num(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def _process_label(name: str) -> str:
-    """``pid command`` -> a short role name."""
-    if "sdk_worker_main" in name:
-        return "Beam worker"
-    if "[ddp-rank" in name:
-        return "DDP worker"
-    if "torch.distributed.run" in name or "cluster.agent" in name:
-        return "DDP launcher"
-    if "--job" in name:
-        return "DDP worker"
-    return "pipeline process"
-
-
 def _plots(results: dict, out: Path) -> None:
     import matplotlib
 
@@ -497,8 +465,8 @@ def _plots(results: dict, out: Path) -> None:
     if "reference" in results:
         r = results["reference"]
         roles = [role for role, _, _ in STAGE_ROLES]
-        ours = [_role_seconds(r["ours"]["stages"], ids) for _, ids, _ in STAGE_ROLES]
-        ref = [_role_seconds(r["reference"]["stages"], ids) for _, _, ids in STAGE_ROLES]
+        ours = [role_seconds(r["ours"]["stages"], ids) for _, ids, _ in STAGE_ROLES]
+        ref = [role_seconds(r["reference"]["stages"], ids) for _, _, ids in STAGE_ROLES]
         fig, ax = plt.subplots(figsize=(9, 4.5))
         y = range(len(roles))
         ax.barh([i + 0.2 for i in y], ours, 0.4, label=f"torchtfx ({r['ours']['wall_seconds']:.0f} s wall)")
@@ -534,13 +502,13 @@ def _plots(results: dict, out: Path) -> None:
         fig.savefig(out / "serving_latency.png", dpi=110)
         plt.close(fig)
     if "scale" in results:
-        from bench.report_scale import scale_plot
+        from tests.bench.report_scale import scale_plot
 
         scale_plot(results["scale"], out)
 
 
 def _drop_stale(results: dict[str, dict], out: Path) -> None:
-    from bench.report_scale import is_current
+    from tests.bench.report_scale import is_current
 
     if "scale" in results and not is_current(results["scale"]):
         logger.info(
@@ -558,7 +526,7 @@ def write_report(out: Path) -> Path:
     lines = [
         "# Benchmark results",
         "",
-        "Written by `make bench` (`python -m bench`); every target is a ratio against a reference run in the "
+        "Written by `make bench` (`python -m tests.bench`); every target is a ratio against a reference run in the "
         "same command.",
         "",
     ]

@@ -1,7 +1,7 @@
 """Where our Evaluator's time goes at scale: cProfile of the same TFMA run the pipeline's Evaluator makes (our
 metrics and slices, our pushed SavedModel), in this process on ``--rows`` rows of a run's eval split.
 
-``python -m bench.evaluator_profile --root runs/bench/ours_1000000 --rows 50000`` prints the functions by own time
+``python -m tests.bench.evaluator_profile --root runs/bench/ours_1000000 --rows 50000`` prints the functions by own time
 and by cumulative time. One process, one Beam worker: per example, the same work the pipeline's two workers share.
 cProfile slows Python code about 1.5x; read the seconds as shares.
 """
@@ -22,7 +22,7 @@ def eval_sample(root: Path, rows: int, work: Path) -> Path:
     """The first ``rows`` raw eval examples of the run under ``root``, as one gzip TFRecord file."""
     import tensorflow as tf
 
-    from bench import pipelines
+    from tests.bench import pipelines
 
     sample = work / f"eval_{rows}"
     if not sample.exists():
@@ -36,9 +36,9 @@ def eval_sample(root: Path, rows: int, work: Path) -> Path:
 
 
 def profile(root: Path, rows: int, work: Path, top: int = 40) -> str:
-    from bench import pipelines
-    from bench.evaluator_bench import _run, _variants
-    from bench.scoring import our_model_spec
+    from tests.bench import pipelines
+    from tests.bench.evaluator_bench import _run, _variants
+    from tests.bench.scoring import our_model_spec
     from torchtfx.data.config.dataset import load_dataset_config
 
     dataset = load_dataset_config("taxi")
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--work", type=Path, default=Path("runs/bench/evaluator_profile"))
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as bench/__main__.py: TFT's Keras 2 layers
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as tests/bench/__main__.py: TFT's Keras 2 layers
     print(profile(args.root.resolve(), args.rows, args.work.resolve()))
 
 

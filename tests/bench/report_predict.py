@@ -1,5 +1,5 @@
 """The results README's batch-scoring section (issue 30): ``torchtfx predict`` against a plain Python loop over
-the SavedModel and against the champion's MLflow pyfunc (bench/predict_bench.py)."""
+the SavedModel and against the champion's MLflow pyfunc (tests/bench/predict_bench.py)."""
 
 from __future__ import annotations
 

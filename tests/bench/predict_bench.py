@@ -1,4 +1,4 @@
-"""``python -m bench --only predict`` (issue 30): batch scoring, rows per second, of ``torchtfx predict`` against
+"""``python -m tests.bench --only predict`` (issue 30): batch scoring, rows per second, of ``torchtfx predict`` against
 what a user would otherwise write, on the same CSV with the same champion, each from reading the CSV to a written
 file of scores:
 - ``loop``: a plain Python loop over the SavedModel: the csv module, the schema's tf.Example encoding, one
@@ -85,7 +85,7 @@ def predict_bench(root: Path, source_dir: Path, work: Path) -> dict:
     (a taxi run of our pipeline)."""
     import mlflow
 
-    from bench import pipelines
+    from tests.bench import pipelines
     from torchtfx.components.shared.mlflow_client import resolve_tracking_uri
     from torchtfx.pipeline.cli.promotion import local_settings
 

@@ -1,6 +1,6 @@
 """The reference: TFX's own native-Keras Chicago-taxi pipeline from the installed wheel, run unchanged.
 
-``python -m bench.reference_pipeline --root DIR --data-dir DIR --beam-arg=...`` builds the pipeline with
+``python -m tests.bench.reference_pipeline --root DIR --data-dir DIR --beam-arg=...`` builds the pipeline with
 ``tfx.examples.chicago_taxi_pipeline.taxi_pipeline_native_keras._create_pipeline`` and runs it with
 ``LocalDagRunner``. Its module file, ``taxi_utils_native_keras.py``, is copied alone into a folder of its
 own: TFX packages the module file's whole folder into a wheel for Transform and Trainer.

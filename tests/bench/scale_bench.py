@@ -13,7 +13,7 @@ import shutil
 import time
 from pathlib import Path
 
-from bench import pipelines
+from tests.bench import pipelines
 from torchtfx.data.config.dataset import DatasetConfig, load_dataset_config
 from torchtfx.pipeline.local.runner import LocalSettings
 

@@ -1,11 +1,11 @@
-"""Section 5 of ``bench/results/README.md`` and ``scale_stages.png``: ours against TFX's taxi pipeline on
-synthetic taxi rows (``bench/results/scale.json``, written by ``bench.scale_bench.scale``)."""
+"""Section 5 of ``tests/bench/results/README.md`` and ``scale_stages.png``: ours against TFX's taxi pipeline on
+synthetic taxi rows (``tests/bench/results/scale.json``, written by ``tests.bench.scale_bench.scale``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.report import STAGE_ROLES, _met, _process_label, _role_seconds
+from tests.bench.report_parts import STAGE_ROLES, met, process_label, role_seconds
 
 PLOT = "scale_stages.png"
 
@@ -27,7 +27,7 @@ def _stage_table(ours: dict, ref: dict) -> list[str]:
     lines = ["| stage | torchtfx (s) | reference (s) |", "|---|---:|---:|"]
     for role, our_ids, ref_ids in STAGE_ROLES:
         lines.append(
-            f"| {role} | {_role_seconds(ours['stages'], our_ids):.1f} | {_role_seconds(ref['stages'], ref_ids):.1f} |"
+            f"| {role} | {role_seconds(ours['stages'], our_ids):.1f} | {role_seconds(ref['stages'], ref_ids):.1f} |"
         )
     accuracy = [run.get("evaluator_metrics", {}).get("binary_accuracy") for run in (ours, ref)]
     return [
@@ -42,7 +42,7 @@ def _stage_table(ours: dict, ref: dict) -> list[str]:
 
 
 def _verdict(ok: bool, judged: bool) -> str:
-    return _met(ok) if judged else "for comparison"
+    return met(ok) if judged else "for comparison"
 
 
 def _target_line(size: dict, t: dict) -> str:
@@ -61,7 +61,7 @@ def _target_line(size: dict, t: dict) -> str:
 
 def _peak_processes(run: dict) -> str:
     by_process = sorted(run.get("peak_rss_mib_by_process", {}).items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{_process_label(name)} {mib}" for name, mib in by_process if mib >= 64) or "n/a"
+    return ", ".join(f"{process_label(name)} {mib}" for name, mib in by_process if mib >= 64) or "n/a"
 
 
 def _size_lines(size: dict, t: dict) -> list[str]:
@@ -130,9 +130,9 @@ def scale_plot(r: dict, out: Path) -> None:
     roles = [role for role, _, _ in STAGE_ROLES]
     y = range(len(roles))
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.barh([i + 0.2 for i in y], [_role_seconds(ours["stages"], ids) for _, ids, _ in STAGE_ROLES], 0.4,
+    ax.barh([i + 0.2 for i in y], [role_seconds(ours["stages"], ids) for _, ids, _ in STAGE_ROLES], 0.4,
             label=f"torchtfx ({ours['wall_seconds']:.0f} s wall)")  # fmt: skip
-    ax.barh([i - 0.2 for i in y], [_role_seconds(ref["stages"], ids) for _, _, ids in STAGE_ROLES], 0.4,
+    ax.barh([i - 0.2 for i in y], [role_seconds(ref["stages"], ids) for _, _, ids in STAGE_ROLES], 0.4,
             label=f"TFX taxi native Keras ({ref['wall_seconds']:.0f} s wall)")  # fmt: skip
     ax.set_yticks(list(y), roles)
     ax.invert_yaxis()

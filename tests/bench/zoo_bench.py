@@ -8,7 +8,7 @@ first. ``--max-auc-drop 1.0``: no model is held back by the champion it follows,
 ``torchtfx promote --finish`` (no TF Serving here to confirm the load), without which the next model's
 promotion would be refused.
 
-The research corpus (:mod:`bench.research_zoo`: third-party published models, each a factory file) runs the
+The research corpus (:mod:`tests.bench.research_zoo`: third-party published models, each a factory file) runs the
 same way on the first 3,000 rows of the taxi CSV (``--epochs 8 --batch-size 64``), each model measured as a
 built-in one and, besides, exported again with the dynamo exporter (``torch.export``) in its own process: its
 export time against the legacy exporter's, and whether its graph translates with parity against onnxruntime
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import pipelines
-from bench.serving_bench import (
+from tests.bench import pipelines
+from tests.bench.serving_bench import (
     BATCH_SIZES,
     _eval_rows,
     _network_inputs,
@@ -336,7 +336,7 @@ def zoo(work: Path, beam_workers: int, models: tuple[str, ...] | None = None) ->
 def zoo_sets(work: Path, beam_workers: int, zoo_set: str = "all", names: list[str] | None = None) -> dict[str, dict]:
     """Result name -> payload: ``zoo`` (the built-in zoo) and/or ``research_zoo`` (the corpus), as ``zoo_set``
     asks; ``names``: only these models (built-in or corpus names), each set keeping those of its own."""
-    from bench.research_zoo import CORPUS
+    from tests.bench.research_zoo import CORPUS
     from torchtfx.components.torch_trainer.modeling.factory import ZOO
 
     unknown = sorted(set(names or ()) - set(ZOO) - {m.name for m in CORPUS})
@@ -380,7 +380,7 @@ def parse_conversion(text: str | None) -> dict:
 
 def research_zoo(work: Path, beam_workers: int, names: list[str] | None = None) -> dict:
     """The research corpus (or its ``names``) through the pipeline on the taxi sample, one root for all."""
-    from bench.research_zoo import by_name
+    from tests.bench.research_zoo import by_name
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
 
@@ -391,7 +391,7 @@ def research_zoo(work: Path, beam_workers: int, names: list[str] | None = None) 
     _set_tf_threads(threads)
     rows = []
     for entry in by_name(names):
-        described = {"model": entry.name, "factory": f"bench/research_zoo/{entry.path.name}:build",
+        described = {"model": entry.name, "factory": f"tests/bench/research_zoo/{entry.path.name}:build",
                      **entry.describe()}  # fmt: skip
         try:
             zoo_run = run_model(root, data_dir, entry.factory, beam_workers, RESEARCH_ARGS, entry.name, serving)

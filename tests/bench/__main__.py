@@ -1,10 +1,10 @@
-"""``python -m bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
+"""``python -m tests.bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
 the same command, ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC; then the
-research corpus of bench/research_zoo/ on a taxi sample, ``--zoo-set``), and ``serving_text`` (a text model's
-serving latency at batch 1, 32, 256 and two token lengths, ``bench/sequence_serving_bench.py``).
+research corpus of tests/bench/research_zoo/ on a taxi sample, ``--zoo-set``), and ``serving_text`` (a text model's
+serving latency at batch 1, 32, 256 and two token lengths, ``tests/bench/sequence_serving_bench.py``).
 ``scale`` runs TFX's taxi pipeline beside ours on synthetic taxi rows, 1M by default (``--scale-rows 1000000
-5000000`` adds 5M rows; ``bench/scale_bench.py``).
-Results go to ``bench/results/<name>.json`` (the corpus: ``research_zoo.json``); ``bench/results/README.md``
+5000000`` adds 5M rows; ``tests/bench/scale_bench.py``).
+Results go to ``tests/bench/results/<name>.json`` (the corpus: ``research_zoo.json``); ``tests/bench/results/README.md``
 and the plots are rebuilt from every JSON file there."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _write(name: str, payload: dict, out: Path) -> None:
 
 
 def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
-    from bench import pipelines, scoring
+    from tests.bench import pipelines, scoring
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
 
@@ -73,7 +73,7 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
 
 def _our_taxi_run(work: Path, beam_workers: int) -> Path:
     """The reference benchmark's run of our pipeline; run here when absent (`--only serving` on a fresh clone)."""
-    from bench import pipelines
+    from tests.bench import pipelines
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
 
@@ -85,8 +85,8 @@ def _our_taxi_run(work: Path, beam_workers: int) -> Path:
 
 
 def _evaluator(work: Path, beam_workers: int) -> dict:
-    from bench import pipelines
-    from bench.evaluator_bench import evaluator_costs
+    from tests.bench import pipelines
+    from tests.bench.evaluator_bench import evaluator_costs
     from torchtfx.data.config.dataset import load_dataset_config
 
     root = _our_taxi_run(work, beam_workers)
@@ -97,7 +97,7 @@ def _evaluator(work: Path, beam_workers: int) -> dict:
 def _reference_serving_dir(work: Path, beam_workers: int) -> tuple[Path | None, str | None]:
     """(the reference benchmark's pushed reference model, None), the reference pipeline run at taxi size first when
     absent; or (None, why) where its Pusher pushed nothing (its Evaluator did not bless the model)."""
-    from bench import pipelines
+    from tests.bench import pipelines
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
 
@@ -112,8 +112,8 @@ def _reference_serving_dir(work: Path, beam_workers: int) -> tuple[Path | None, 
 
 
 def _serving(work: Path, beam_workers: int) -> dict:
-    from bench import pipelines
-    from bench.serving_bench import serving
+    from tests.bench import pipelines
+    from tests.bench.serving_bench import serving
     from torchtfx.components.shared import contracts
     from torchtfx.components.torch_trainer.export.parity import measure_parity
     from torchtfx.components.torch_trainer.features import FeatureLayout
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
         "--zoo-set",
         choices=("builtin", "research", "all"),
         default="all",
-        help="zoo: the built-in zoo models, the research corpus (bench/research_zoo/), or both",
+        help="zoo: the built-in zoo models, the research corpus (tests/bench/research_zoo/), or both",
     )
     parser.add_argument(
         "--zoo-models",
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    from bench import predict_bench, scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
+    from tests.bench import predict_bench, scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.sources import default_data_dir
 
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
                 _write(result_name, payload, args.out)
         elif name in args.only:
             _write(name, steps[name](), args.out)
-    from bench.report import write_report
+    from tests.bench.report import write_report
 
     write_report(args.out)
 

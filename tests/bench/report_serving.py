@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from bench.serving_bench import STAGE_OPS
+from tests.bench.report_parts import met
+from tests.bench.serving_bench import STAGE_OPS
 
 _PROFILE_BATCHES = ("1", "1024")
 _STAGE_NAMES = {"parse": "parse", "tft_layer": "function calls", "network_and_rest": "the other ops"}
-
-
-def _met(ok: bool) -> str:
-    return "met" if ok else "**not met**"
 
 
 def _shares(profile: dict, top: int) -> str:
@@ -59,6 +56,6 @@ def reference_signature_lines(r: dict) -> list[str]:
     for batch, ratio in sorted(r["signature_vs_reference"].items(), key=lambda kv: int(kv[0])):
         ours, ref = r["latency"][runtime][batch]["median_ms"], r["latency"][other][batch]["median_ms"]
         lines.append(f"- batch {batch}: ours {ours:.3f} ms, reference {ref:.3f} ms: {ratio:.2f}x (target ≤ "
-                     f"{target}): {_met(ratio <= target)}.")  # fmt: skip
+                     f"{target}): {met(ratio <= target)}.")  # fmt: skip
     sentence = profile_sentence(r.get("signature_op_profile", {}))
     return [*lines, "", *([sentence, ""] if sentence else [])]

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.measure import ProcessRun, require_success, run_measured
+from tests.bench.measure import ProcessRun, require_success, run_measured
 from torchtfx.components.shared import contracts
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.pipeline.local.runner import LocalSettings
@@ -108,7 +108,7 @@ def run_ours(
 
 
 def run_reference(root: Path, data_dir: Path, args: list[str]) -> PipelineRun:
-    command = [sys.executable, "-m", "bench.reference_pipeline", "--root", str(root), "--data-dir", str(data_dir)]
+    command = [sys.executable, "-m", "tests.bench.reference_pipeline", "--root", str(root), "--data-dir", str(data_dir)]
     command += [f"--beam-arg={arg}" for arg in args]
     process = run_measured(command, root.parent / f"{root.name}.log", env={"TF_USE_LEGACY_KERAS": "1"})
     require_success(process, f"reference pipeline ({root})")

@@ -1,6 +1,6 @@
 """Where the CPU goes in a whole pipeline run: py-spy samples every process (Beam and DDP workers too).
 
-``python -m bench.profile --root runs/bench/profile`` runs ``torchtfx run`` under
+``python -m tests.bench.profile --root runs/bench/profile`` runs ``torchtfx run`` under
 ``py-spy record --subprocesses`` and sorts every sample into the categories the optimization work asks
 about (imports in fresh processes, TF tracing, tf.Example parsing, ...), overall and per component.
 Writes ``<out>/<name>.json``; the raw collapsed stacks stay beside the run root. py-spy slows what it
@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench.measure import require_success, run_measured
+from tests.bench.measure import require_success, run_measured
 
 RATE_HZ = 50
 # First match wins: the order goes from the most specific activity to the most general one.

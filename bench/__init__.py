@@ -1,1 +1,0 @@
-"""Benchmarks: `make bench` (python -m bench)."""
