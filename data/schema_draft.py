@@ -29,7 +29,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
-from torchtfx.data.sources import DataSourceError, csv_files, csv_rows, read_header
+from torchtfx.data.csv_reader.sources import DataSourceError, csv_files, csv_rows, read_header
 
 logger = logging.getLogger(__name__)
 _TERMINATOR = "\r\n"
@@ -157,9 +157,9 @@ def _lines(path: str, blanked: tuple[int, ...], markers: frozenset[str], limit: 
 def _statistics(
     files: list[Path], missing_values: tuple[str, ...], limit: int
 ) -> statistics_pb2.DatasetFeatureStatisticsList:
-    """TFDV's ``generate_statistics_from_csv``, with the records read by data/sources.py: TFDV's own reader keeps
-    a byte-order mark in the first column's name, and the draft would then name that column '\\ufeff...'. The
-    numeric columns' missing-value markers are emptied first (see the module's docstring)."""
+    """TFDV's ``generate_statistics_from_csv``, with the records read by data/csv_reader/sources.py: TFDV's own
+    reader keeps a byte-order mark in the first column's name, and the draft would then name that column
+    '\\ufeff...'. The numeric columns' missing-value markers are emptied first (see the module's docstring)."""
     header = read_header(files[0], max_cell_chars=limit)
     for path in files[1:]:
         if read_header(path, max_cell_chars=limit) != header:

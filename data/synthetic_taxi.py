@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from torchtfx.data.config.dataset import load_dataset_config
-from torchtfx.data.sources import csv_files, default_data_dir
+from torchtfx.data.csv_reader.sources import csv_files, default_data_dir
 
 logger = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from tests import helpers
-from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout, layout_from_transform
 from torchtfx.data.config.dataset import load_dataset_config
-from torchtfx.data.sources import default_data_dir
+from torchtfx.data.csv_reader.sources import default_data_dir
 
 
 @dataclasses.dataclass
@@ -78,7 +78,7 @@ def tiny_tips(tmp_path_factory, taxi_csv) -> TinyTaxi:
 @pytest.fixture
 def taxi_pipeline(tmp_path, taxi_cfg):
     """The pipeline ``create_pipeline`` builds for the taxi dataset with default hyperparameters (not run)."""
-    from torchtfx.components.torch_trainer.hparams import TrainerHParams
+    from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
     from torchtfx.pipeline.pipeline import create_pipeline
     from torchtfx.pipeline.settings.bound import PipelineSettings
 

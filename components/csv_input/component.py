@@ -8,15 +8,11 @@ from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
 from torchtfx.components.csv_input import executor
-from torchtfx.components.csv_input.constants import (
-    INPUT_PATTERN,
-    MAX_CELL_CHARS_KEY,
-    MISSING_VALUES_KEY,
-    SCHEMA_FILE_KEY,
-)
+from torchtfx.components.csv_input.constants import MAX_CELL_CHARS_KEY, MISSING_VALUES_KEY, SCHEMA_FILE_KEY
 from torchtfx.components.shared.contracts import EXAMPLE_GEN_ID
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
+from torchtfx.data.csv_reader.files import INPUT_PATTERN
 
 
 def schema_custom_config(
@@ -40,9 +36,9 @@ def checked_csv_example_gen(
     missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES,
     max_cell_chars: int = MAX_CELL_CHARS,
 ) -> FileBasedExampleGen:
-    """ExampleGen over the ``*.csv`` files of ``input_base`` (the files data/sources.py:csv_files checks), each
-    column decoded with ``schema_file``'s type; ``missing_values`` in a numeric column are missing values; a cell
-    may hold up to ``max_cell_chars`` characters."""
+    """ExampleGen over the ``*.csv`` files of ``input_base`` (the files data/csv_reader/sources.py:csv_files
+    checks), each column decoded with ``schema_file``'s type; ``missing_values`` in a numeric column are missing
+    values; a cell may hold up to ``max_cell_chars`` characters."""
     split = example_gen_pb2.Input.Split(name="single_split", pattern=INPUT_PATTERN)
     component = FileBasedExampleGen(
         input_base=input_base,

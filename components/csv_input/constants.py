@@ -8,10 +8,3 @@ MISSING_VALUES_KEY = "missing_values"
 # ... and the most characters one cell may hold (the dataset config's max_cell_chars); absent: its default, so the
 # component's properties (and the compiled Kubeflow spec) stay as they were for a dataset that keeps the default.
 MAX_CELL_CHARS_KEY = "max_cell_chars"
-# The files of the input directory that ExampleGen reads: the same ones data/sources.py:csv_files checks.
-INPUT_PATTERN = "*.csv"
-# Bad values listed in one error message; the rest are counted.
-MAX_LISTED_PROBLEMS = 10
-# The largest part of an input file that one Beam worker reads (data/csv_parts.py): a remote runner gets one part
-# per this many bytes at least, the DirectRunner one part per worker at least.
-PART_BYTES = 64 * 2**20

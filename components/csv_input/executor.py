@@ -1,7 +1,7 @@
 """CsvExampleGen's executor: every input CSV checked against the curated schema first (structure, header,
-every value readable as its schema type: components/csv_input/check.py), so bad input stops the run with its
+every value readable as its schema type: data/csv_reader/check.py), so bad input stops the run with its
 file, line and column instead of a Beam stack trace; then decoded with the schema's types
-(components/csv_input/decode.py) rather than TFX's type inference.
+(data/csv_reader/decode.py) rather than TFX's type inference.
 
 It also writes the splits without TFX's ``Reshuffle`` before the write: on the DirectRunner a shuffle holds
 every serialized example in the pipeline process (2.5 GiB there at 1M rows, and not given back to the OS
@@ -12,9 +12,7 @@ epoch, and Transform, StatisticsGen and the Evaluator aggregate.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, cast
 
 import apache_beam as beam
@@ -22,32 +20,21 @@ from google.protobuf import json_format, struct_pb2
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, utils, write_split
 from tfx.components.util import examples_utils
-from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from torchtfx.components.csv_input.check import check_inputs
-from torchtfx.components.csv_input.columns import load_schema_types
 from torchtfx.components.csv_input.constants import MAX_CELL_CHARS_KEY, MISSING_VALUES_KEY, SCHEMA_FILE_KEY
-from torchtfx.components.csv_input.decode import CsvPartToExamples, open_input
-from torchtfx.components.csv_input.parts import input_parts
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
-from torchtfx.data.csv_parts import CsvPart
-from torchtfx.data.sources import DataSourceError, csv_files
+from torchtfx.data.csv_reader.beam_parts import input_parts
+from torchtfx.data.csv_reader.check import check_inputs
+from torchtfx.data.csv_reader.columns import load_schema_types
+from torchtfx.data.csv_reader.decode import CsvPartToExamples, open_input
+from torchtfx.data.csv_reader.files import split_files
+from torchtfx.data.csv_reader.parts import CsvPart
 
 logger = logging.getLogger(__name__)
-
-
-def split_files(input_base: str, pattern: str) -> list[str]:
-    """The files of one input split, as both the checks and the Beam step read them."""
-    if "://" not in input_base:
-        csv_files(Path(input_base))  # the usual mistakes (no such folder, no CSV), by name
-    paths = sorted(os.fsdecode(p) for p in fileio.glob(os.path.join(input_base, pattern)))  # TFX: str | bytes
-    if not paths:
-        raise DataSourceError(f"no input file under {input_base} matches {pattern}")
-    return paths
 
 
 def _custom_config(exec_properties: dict[str, Any]) -> struct_pb2.Struct:

@@ -22,16 +22,17 @@ from torchtfx.data.config.missing import (
     optional_columns,
 )
 from torchtfx.data.config.model import ModelConfig
-from torchtfx.data.config.serving import ServingConfig
+from torchtfx.data.config.serving_precision import ServingConfig
 from torchtfx.data.config.strict import ConfigError, FiniteFloat, StrictConfig, load_yaml, one_of, whole_number
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
 from torchtfx.data.config.text import TextFeature, length_bucket_key, schema_problems, text_vocabulary_name
 from torchtfx.data.resources import SCHEMA_FILE, datasets_dir, schemas_dir, shipped_schema
 
 LABEL_OPS = ("greater", "greater_equal", "less", "less_equal", "equal", "in")
-# The most characters one CSV cell may hold (``max_cell_chars``; csv's field_size_limit, data/sources.py). Python's
-# own 131,072 refused a long text value outright; 1 Mi characters reads a long document and still bounds what a
-# quote that never closes pulls into memory (at most 4 MiB as one str) before the reader names it.
+# The most characters one CSV cell may hold (``max_cell_chars``; csv's field_size_limit,
+# data/csv_reader/sources.py). Python's own 131,072 refused a long text value outright; 1 Mi characters reads a
+# long document and still bounds what a quote that never closes pulls into memory (at most 4 MiB as one str)
+# before the reader names it.
 MAX_CELL_CHARS = 1 << 20
 MAX_CELL_CHARS_RANGE = (1 << 10, 1 << 30)
 CellChars = whole_number(*MAX_CELL_CHARS_RANGE)

@@ -13,10 +13,10 @@ import click
 
 from torchtfx.components.promoter.promotion import PromotionError
 from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError, redact
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.tf_serving.errors import ServingConfigError
 from torchtfx.data.config.strict import ConfigError
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.sources import DataSourceError
 from torchtfx.pipeline.cli.known_errors import known_failure
 
 # Errors whose message already tells the user what is wrong and what to do: no traceback. Every config
@@ -30,7 +30,7 @@ USER_ERRORS = (
     TrackingUnavailableError,
 )
 # A pipeline stage that stopped the run on purpose, with a message meant for the user: every stage's error is a
-# StageFailure (components/shared/stage_failure.py). The converter is a library of its own that imports nothing
+# StageFailure (components/stage_failure.py). The converter is a library of its own that imports nothing
 # of ours, so its error is named here instead, by module and name: importing it would import TensorFlow at the
 # CLI's start, and an error's class is always imported once it has been raised.
 LIBRARY_FAILURES = (("torchtfx.components.converter.translator", "ConversionError"),)

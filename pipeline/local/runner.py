@@ -22,12 +22,14 @@ from torchtfx.components.shared.mlflow_client import (
 )
 from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, one_of
+from torchtfx.data.csv_reader.sources import csv_files, default_data_dir
 from torchtfx.data.resources import source_checkout
-from torchtfx.data.sources import csv_files, default_data_dir
-from torchtfx.pipeline.beam_args import (
+from torchtfx.pipeline.local.run_lock import run_lock
+from torchtfx.pipeline.reporting.summary import RunSummary, run_summary
+from torchtfx.pipeline.settings.beam_args import (
     BEAM_MODE_AUTO,
     BEAM_MODES,
     DISTRIBUTION,
@@ -37,8 +39,6 @@ from torchtfx.pipeline.beam_args import (
     with_dependency,
     worker_dependency_flag,
 )
-from torchtfx.pipeline.local.run_lock import run_lock
-from torchtfx.pipeline.reporting.summary import RunSummary, run_summary
 from torchtfx.pipeline.settings.bound import PipelineSettings
 from torchtfx.pipeline.settings.declared import DEFAULT_BEAM_WORKERS
 from torchtfx.pipeline.settings.resolve import ResolvedSettings
@@ -111,7 +111,7 @@ class LocalSettings(StrictConfig):
     @classmethod
     def from_resolved(cls, resolved: ResolvedSettings) -> LocalSettings:
         """A local run's settings from the resolved ones (pipeline/settings/resolve.py), the model checked."""
-        from torchtfx.pipeline.model_choice import checked_model  # imports torch: only for a run
+        from torchtfx.pipeline.settings.model_choice import checked_model  # imports torch: only for a run
 
         dataset = resolved.dataset
         return cls(
@@ -130,7 +130,7 @@ class LocalSettings(StrictConfig):
 
     def beam_args(self) -> list[str]:
         """The DirectRunner's mode (``auto``: one process for small inputs, worker processes for large ones) and
-        workers (pipeline/beam_args.py:direct_runner_args), and how remote workers get the project."""
+        workers (pipeline/settings/beam_args.py:direct_runner_args), and how remote workers get the project."""
         size = sum(p.stat().st_size for p in csv_files(self.input_dir)) if self.beam_mode == BEAM_MODE_AUTO else 0
         direct = direct_runner_args(self.beam_mode, self.beam_workers, size)
         return with_dependency(direct, worker_dependency_flag(self.root / WORKER_PACKAGE_DIR))

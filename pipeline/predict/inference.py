@@ -1,5 +1,5 @@
 """The Beam pipeline of batch scoring: parts of the checked CSV files -> the tf.Example ExampleGen would write for
-each record (components/csv_input/decode.py:part_examples), keyed by file, line and key columns -> Beam's
+each record (data/csv_reader/decode.py:part_examples), keyed by file, line and key columns -> Beam's
 RunInference, batched, through the SavedModel's ``serving_default`` -> rows -> a CSV or Parquet sink.
 
 The model handler is this module's :class:`ServingSignatureHandler`, not Beam's TF handler or tfx_bsl's (what
@@ -25,15 +25,15 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
 
-from torchtfx.components.csv_input.columns import ColumnPlan
-from torchtfx.components.csv_input.decode import part_examples
-from torchtfx.data.csv_parts import CsvPart
+from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
+from torchtfx.data.csv_reader.columns import ColumnPlan
+from torchtfx.data.csv_reader.decode import part_examples
+from torchtfx.data.csv_reader.parts import CsvPart
 from torchtfx.pipeline.predict.outputs import OutputPlan, RowKey
 from torchtfx.pipeline.predict.source import CheckedSource
 
 logger = logging.getLogger(__name__)
 
-SERVING_SIGNATURE, EXAMPLES_INPUT = "serving_default", "examples"  # torch_trainer/export/convert.py's
 METRICS_NAMESPACE = "torchtfx.predict"
 ROWS_SCORED = "rows_scored"
 MIN_BATCH, MAX_BATCH = 64, 2048  # examples per serving_default call (RunInference adapts between them)

@@ -17,18 +17,23 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 from torchtfx.components.champion.resolve import Champion
-from torchtfx.components.csv_input.columns import ColumnPlan
-from torchtfx.components.csv_input.decode import part_examples
 from torchtfx.components.promoter.target import ServingTarget
 from torchtfx.data.config.dataset import DatasetConfig
-from torchtfx.data.csv_parts import CsvPart
-from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, direct_runner_args, with_dependency, worker_dependency_flag
+from torchtfx.data.csv_reader.columns import ColumnPlan
+from torchtfx.data.csv_reader.decode import part_examples
+from torchtfx.data.csv_reader.parts import CsvPart
 from torchtfx.pipeline.predict import inference
 from torchtfx.pipeline.predict.errors import PredictError
 from torchtfx.pipeline.predict.outputs import OutputPlan
 from torchtfx.pipeline.predict.served import describe, served_model
 from torchtfx.pipeline.predict.source import CheckedSource, check_source, input_files
 from torchtfx.pipeline.predict.writer import CSV, OutputTarget
+from torchtfx.pipeline.settings.beam_args import (
+    BEAM_MODE_AUTO,
+    direct_runner_args,
+    with_dependency,
+    worker_dependency_flag,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
-"""The CSV files to score, checked before any Beam work with ExampleGen's own checks (components/csv_input/check.py:
+"""The CSV files to score, checked before any Beam work with ExampleGen's own checks (data/csv_reader/check.py:
 structure, header, the same columns in every file, every value readable as its schema type), so a malformed line
 stops the command with its file and line before anything is written; then cut into parts for the Beam workers
-(components/csv_input/parts.py), as ExampleGen cuts them."""
+(data/csv_reader/beam_parts.py), as ExampleGen cuts them."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from collections.abc import Iterator
 
 from tfx.dsl.io import fileio
 
-from torchtfx.components.csv_input import check
-from torchtfx.components.csv_input.columns import load_schema_types
-from torchtfx.components.csv_input.constants import INPUT_PATTERN
-from torchtfx.components.csv_input.decode import open_input
-from torchtfx.components.csv_input.executor import split_files
-from torchtfx.components.csv_input.parts import input_parts
 from torchtfx.data.config.dataset import DatasetConfig
-from torchtfx.data.csv_parts import CsvPart
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader import check
+from torchtfx.data.csv_reader.beam_parts import input_parts
+from torchtfx.data.csv_reader.columns import load_schema_types
+from torchtfx.data.csv_reader.decode import open_input
+from torchtfx.data.csv_reader.files import INPUT_PATTERN, split_files
+from torchtfx.data.csv_reader.parts import CsvPart
+from torchtfx.data.csv_reader.sources import DataSourceError
 
 logger = logging.getLogger(__name__)
 _GLOB_CHARACTERS = "*?["

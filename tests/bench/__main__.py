@@ -37,7 +37,7 @@ def _write(name: str, payload: dict, out: Path) -> None:
 def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
     from tests.bench import pipelines, scoring
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
 
     dataset = load_dataset_config("taxi")
     data_dir = default_data_dir(dataset)
@@ -75,7 +75,7 @@ def _our_taxi_run(work: Path, beam_workers: int) -> Path:
     """The reference benchmark's run of our pipeline; run here when absent (`--only serving` on a fresh clone)."""
     from tests.bench import pipelines
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
 
     root = work / "ours"
     if not (root / "serving" / "taxi").is_dir():
@@ -99,7 +99,7 @@ def _reference_serving_dir(work: Path, beam_workers: int) -> tuple[Path | None, 
     absent; or (None, why) where its Pusher pushed nothing (its Evaluator did not bless the model)."""
     from tests.bench import pipelines
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
 
     root = work / "reference"
     if not (root / "serving").is_dir():
@@ -115,10 +115,10 @@ def _serving(work: Path, beam_workers: int) -> dict:
     from tests.bench import pipelines
     from tests.bench.serving_bench import serving
     from torchtfx.components.shared import contracts
-    from torchtfx.components.torch_trainer.export.parity import measure_parity
-    from torchtfx.components.torch_trainer.features import FeatureLayout
-    from torchtfx.components.torch_trainer.hparams import TrainerHParams
-    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+    from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
+    from torchtfx.components.torch_trainer.savedmodel.parity import measure_parity
+    from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
 
     root = _our_taxi_run(work, beam_workers)
     export_dir = contracts.export_dir(pipelines.only_subdir(root / "tfx" / contracts.TRAINER_ID / "model"))
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from tests.bench import predict_bench, scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
 
     taxi = load_dataset_config("taxi")
     steps = {

@@ -40,18 +40,18 @@ def _input(source_dir: Path, work: Path) -> tuple[Path, int]:
 def _loop(path: Path, serving_dir: Path, dataset, out: Path) -> int:
     import tensorflow as tf
 
-    from torchtfx.components.csv_input.columns import ColumnPlan, load_schema_types
-    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, PROBABILITIES_OUTPUT, SERVING_SIGNATURE
+    from torchtfx.data.csv_reader.columns import ColumnPlan, load_schema_types
 
-    serve = tf.saved_model.load(str(serving_dir)).signatures["serving_default"]
+    serve = tf.saved_model.load(str(serving_dir)).signatures[SERVING_SIGNATURE]
     rows = 0
     with path.open(newline="") as source, out.open("w", newline="") as sink:
         reader, writer = csv.reader(source), csv.writer(sink)
         types = load_schema_types(str(dataset.schema_path))
         plan = ColumnPlan(next(reader), types, missing_values=dataset.missing_values)
-        writer.writerow(["row", "probabilities"])
+        writer.writerow(["row", PROBABILITIES_OUTPUT])
         while batch := [plan.to_example(r).SerializeToString() for r in itertools.islice(reader, LOOP_BATCH)]:
-            scores = serve(**{EXAMPLES_INPUT: tf.constant(batch)})["probabilities"].numpy()
+            scores = serve(**{EXAMPLES_INPUT: tf.constant(batch)})[PROBABILITIES_OUTPUT].numpy()
             writer.writerows((rows + i, float(s)) for i, s in enumerate(scores))
             rows += len(batch)
     return rows

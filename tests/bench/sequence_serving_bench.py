@@ -64,8 +64,9 @@ RUN_ARGS = ("--epochs", "3")  # the graph matters here, not the accuracy
 # onnxruntime use their own thread pools and do not read it.
 MEASURE_ENV = {"OMP_WAIT_POLICY": "PASSIVE", "TF_USE_LEGACY_KERAS": "1"}
 ONEDNN_OFF = {"TF_ENABLE_ONEDNN_OPTS": "0"}
-# The words tokenizer's tokens for ASCII text (pipeline/text_features.py): runs of letters and digits, every other
-# non-space character alone; HTML line breaks are spaces. Each cut text is checked against Transform's own ids.
+# The words tokenizer's tokens for ASCII text (pipeline/transform/text_features.py): runs of letters and digits,
+# every other non-space character alone; HTML line breaks are spaces. Each cut text is checked against Transform's
+# own ids.
 _TOKEN = re.compile(r"[^\W_]+|\S")
 _LINE_BREAK = re.compile(r"<br\s*/?>", re.IGNORECASE)
 
@@ -74,7 +75,7 @@ def text_run(work: Path, beam_workers: int) -> Path:
     """The pipeline root of a movie_reviews run under ``work``, run here when it has no Trainer model yet."""
     from torchtfx.components.shared import contracts
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
     from torchtfx.pipeline.cli.errors import REJECTED_EXIT_CODE
 
     root = work / "text"
@@ -126,7 +127,7 @@ def cut_examples(examples: list[bytes], text_keys: list[str], length: int) -> li
 def network_feeds(transformed: dict, layout) -> dict[str, np.ndarray]:
     """The network's inputs by name, in ``forward``'s order, from Transform's output (as ``ServingModule`` stacks
     them; token ids cut to the longest row)."""
-    from torchtfx.components.torch_trainer.worker.shards import trim_padding
+    from torchtfx.components.torch_trainer.handoff.shards import trim_padding
 
     def stacked(names: tuple[str, ...], dtype) -> np.ndarray:
         rows = len(next(iter(transformed.values())))
@@ -141,7 +142,7 @@ def network_feeds(transformed: dict, layout) -> dict[str, np.ndarray]:
 def length_inputs(saved, raw: list[bytes], text_keys: list[str], layout, length: int) -> tuple[list[bytes], dict]:
     """(``max(BATCH_SIZES)`` tf.Examples whose texts Transform reads as exactly ``length`` tokens, the network's
     inputs for them)."""
-    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
     from torchtfx.components.torch_trainer.modeling.spec import PADDING_ID
 
     transform = saved.signatures[TRANSFORM_SIGNATURE]
@@ -161,9 +162,9 @@ def length_inputs(saved, raw: list[bytes], text_keys: list[str], layout, length:
 
 def torch_model(export_dir: Path, layout, model_config):
     """The trained network and its task's link function, as exported, in eval mode."""
-    from torchtfx.components.torch_trainer.hparams import TrainerHParams
+    from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
-    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
 
     return ExportHead.for_layout(
         load_torch_model(export_dir, layout, TrainerHParams(model=model_config)), layout
@@ -190,7 +191,7 @@ def torch_timer(export_dir: Path, feeds_dir: Path) -> None:
 
     from tests.bench.serving_bench import _timed_calls
     from torchtfx.components.shared import contracts
-    from torchtfx.components.torch_trainer.features import FeatureLayout
+    from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
     from torchtfx.data.config.dataset import load_dataset_config
 
     torch.set_num_threads(os.cpu_count() or 1)
@@ -217,7 +218,7 @@ def _runtimes(saved, network, export_dir: Path, layout, model_config, specs: lis
 
     from tests.bench import session_run
     from torchtfx.components.shared import contracts
-    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
 
     torch.set_num_threads(threads)
     serve = saved.signatures[SERVING_SIGNATURE]
@@ -336,8 +337,8 @@ def measure(root: Path, work: Path) -> dict:
 
     from tests.bench import session_run
     from torchtfx.components.shared import contracts
-    from torchtfx.components.torch_trainer.export.convert import convert_onnx
-    from torchtfx.components.torch_trainer.features import FeatureLayout
+    from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
+    from torchtfx.components.torch_trainer.savedmodel.convert import convert_onnx
     from torchtfx.data.config.dataset import load_dataset_config
 
     threads, dataset, model_uri = os.cpu_count() or 1, load_dataset_config(DATASET), latest_model(root)

@@ -44,8 +44,8 @@ from tests.bench.serving_bench import (
     session_timers,
 )
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.features import FeatureLayout
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +79,9 @@ class ZooRun:
 
 def run_hparams(dataset: str, model: str) -> TrainerHParams:
     """The hyperparameters ``torchtfx run --dataset DATASET --model MODEL`` trains with (the same resolver)."""
-    from torchtfx.pipeline.model_choice import checked_hparams
     from torchtfx.pipeline.settings.declared import LOCAL
     from torchtfx.pipeline.settings.layers import command_line_layer
+    from torchtfx.pipeline.settings.model_choice import checked_hparams
     from torchtfx.pipeline.settings.resolve import resolve_settings
 
     resolved = resolve_settings(LOCAL, command_line_layer({"dataset": dataset, "model.factory": model}))
@@ -144,7 +144,7 @@ def _runtimes(
     import torch
 
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
-    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
 
     torch.set_num_threads(threads)
     widths = len(layout.dense), len(layout.embedded)
@@ -171,7 +171,7 @@ def _signature_call(saved, examples: list[bytes]) -> Callable[[np.ndarray, np.nd
     """The whole ``serving_default`` (parse + TFT + network) on the same first rows as the network's inputs."""
     import tensorflow as tf
 
-    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
 
     serve = saved.signatures[SERVING_SIGNATURE]
     batches = {batch: tf.constant(examples[:batch]) for batch in BATCH_SIZES}
@@ -198,12 +198,12 @@ def fp16_variant(fp32_network, export_dir: Path, layout: FeatureLayout, saved, r
     against the FP32 network on every eval row (the default drift limits decide), and its latency beside
     the FP32 network's."""
 
-    from torchtfx.components.torch_trainer.export.precision import (
+    from torchtfx.components.torch_trainer.savedmodel.precision import (
         PrecisionVariantError,
         drift_figures,
         reduced_precision_network,
     )
-    from torchtfx.data.config.serving import DriftLimits
+    from torchtfx.data.config.serving_precision import DriftLimits
 
     try:
         network, method = reduced_precision_network(export_dir / contracts.ONNX_FILE)
@@ -227,9 +227,9 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
     """Conversion, parity and latency of one run's Model artifact."""
     import tensorflow as tf
 
-    from torchtfx.components.torch_trainer.export.convert import convert_onnx
-    from torchtfx.components.torch_trainer.export.parity import measure_parity
-    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.components.torch_trainer.savedmodel.convert import convert_onnx
+    from torchtfx.components.torch_trainer.savedmodel.parity import measure_parity
+    from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
 
     export_dir = contracts.export_dir(zoo_run.model_uri)
     serving_dir = zoo_run.model_uri / contracts.SERVING_MODEL_SUBDIR
@@ -305,7 +305,7 @@ def zoo(work: Path, beam_workers: int, models: tuple[str, ...] | None = None) ->
     """Every built-in zoo model (or ``models``) through the pipeline on the packaged taxi data."""
     from torchtfx.components.torch_trainer.modeling.factory import ZOO
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
 
     dataset = load_dataset_config(DATASET)
     root, scratch = work / "zoo", work / "zoo_scratch"
@@ -382,7 +382,7 @@ def research_zoo(work: Path, beam_workers: int, names: list[str] | None = None) 
     """The research corpus (or its ``names``) through the pipeline on the taxi sample, one root for all."""
     from tests.bench.research_zoo import by_name
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import default_data_dir
+    from torchtfx.data.csv_reader.sources import default_data_dir
 
     dataset = load_dataset_config(DATASET)
     root, scratch, serving = work / "research_zoo", work / "research_zoo_scratch", work / "research_zoo_serving"
@@ -439,7 +439,7 @@ def dynamo_exporter(zoo_run: ZooRun, hparams: TrainerHParams, raw_eval: Path, wo
     Trainer runs it), the dynamo one (``torch.export``) in its child process, start and imports included (as
     the Trainer runs it); then whether the dynamo graph translates with parity against onnxruntime on the
     legacy graph, over every eval row."""
-    from torchtfx.components.torch_trainer.export import dynamo_export
+    from torchtfx.components.torch_trainer.torch_to_onnx import dynamo_export
 
     if not dynamo_export.available():
         return {"ok": False, "error": f"the dynamo exporter is not installed in {dynamo_export.packages_dir()}"}
@@ -468,7 +468,7 @@ def _transformed_eval(model_uri: Path, raw_eval: Path, layout: FeatureLayout) ->
 
 def _head(export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams):
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
-    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
 
     return ExportHead.for_layout(load_torch_model(export_dir, layout, hparams), layout).eval()
 
@@ -477,8 +477,8 @@ def _legacy_export_seconds(
     export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, dense: np.ndarray, categorical: np.ndarray
 ) -> dict:
     """The legacy exporter's trace at the Trainer's trace batch (its symbolics registered), timed."""
-    from torchtfx.components.torch_trainer.export import onnx_export
-    from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+    from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+    from torchtfx.components.torch_trainer.torch_to_onnx import onnx_export
 
     split = ArraySplit(dense, categorical, np.zeros(len(dense), np.float32))
     head = _head(export_dir, layout, hparams)
@@ -493,7 +493,7 @@ def _legacy_export_seconds(
 def _dynamo_child_start_seconds() -> float:
     """What the dynamo exporter's child process spends before exporting: start, then import torch and
     onnxscript from the exporter's own packages."""
-    from torchtfx.components.torch_trainer.export.dynamo_export import packages_dir
+    from torchtfx.components.torch_trainer.torch_to_onnx.dynamo_export import packages_dir
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(packages_dir()), *sys.path]))}
     tick = time.perf_counter()
@@ -504,8 +504,8 @@ def _dynamo_child_start_seconds() -> float:
 def _dynamo_export(
     export_dir: Path, layout: FeatureLayout, hparams: TrainerHParams, path: Path, dense, categorical
 ) -> float:
-    from torchtfx.components.torch_trainer.export.dynamo_export import ModelRecipe, export_with_dynamo
-    from torchtfx.components.torch_trainer.export.onnx_export import TRACE_BATCH
+    from torchtfx.components.torch_trainer.torch_to_onnx.dynamo_export import ModelRecipe, export_with_dynamo
+    from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import TRACE_BATCH
 
     head = _head(export_dir, layout, hparams)
     recipe = ModelRecipe(hparams.model, layout.model_spec(), layout.task, layout.log1p_target)

@@ -16,7 +16,7 @@ from tests import helpers
 from tests.e2e.test_pipeline import torchtfx
 from torchtfx.components.shared.evaluation_results import candidate_metrics
 from torchtfx.data.config.dataset import load_dataset_config
-from torchtfx.data.sources import packaged_csv
+from torchtfx.data.csv_reader.sources import packaged_csv
 
 pytestmark = pytest.mark.e2e
 

@@ -160,3 +160,93 @@ def test_the_tf_serving_library_imports_neither_the_pipeline_nor_the_promoter():
     assert len(members) > 5
     upward = [(m, t) for m in members for t in graph[m] if t.startswith(TF_SERVING_MAY_NOT_IMPORT)]
     assert upward == []
+
+
+def _component_package(module: str) -> str | None:
+    """``shared`` for torchtfx.components.shared.x; None for a module at the components root (stage_failure)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["torchtfx", "components"] and len(parts) > 3 else None
+
+
+def test_no_two_component_packages_import_each_other():
+    """shared <-> tf_serving was such a tie, only for StageFailure: it now sits below both (components/)."""
+    ties = set()
+    for module, targets in _graph().items():
+        ties |= {(_component_package(module), _component_package(t)) for t in targets}
+    ties = {(a, b) for a, b in ties if a and b and a != b}
+    assert ("shared", "tf_serving") in ties  # the walk sees the component packages
+    assert sorted((a, b) for a, b in ties if (b, a) in ties) == []
+
+
+PIPELINE_LOOSE_MODULES = {"__init__.py", "pipeline.py"}  # the DAG (create_pipeline); all else in a stage package
+
+
+def test_pipeline_holds_only_the_dag_beside_its_stage_packages():
+    """pipeline/ by stage (issue #42): Transform's module code (transform/), the Evaluator's plug-ins
+    (evaluation/), the settings with the model check and Beam's arguments (settings/), runners, CLI, reporting."""
+    folder = PROJECT_ROOT / "pipeline"
+    assert {p.name for p in folder.glob("*.py")} == PIPELINE_LOOSE_MODULES
+    packages = {p.parent.name for p in folder.glob("*/__init__.py")}
+    assert {"transform", "evaluation", "settings"} <= packages
+
+
+TRAINER = "torchtfx.components.torch_trainer"
+
+
+def _trainer_package(module: str, packages: set[str]) -> str:
+    """The package a trainer module sits in; the trainer's root modules (component, executor, flow: the
+    orchestration) count as one node, ``torch_trainer``."""
+    return module if module in packages else module.rsplit(".", 1)[0]
+
+
+def test_no_two_trainer_packages_import_each_other():
+    """The trainer cut along its process seams (issue #42): handoff/ (the executor-to-worker contract),
+    torch_to_onnx/ (the worker's export), savedmodel/ (the executor's SavedModel and gates), worker/, cluster/,
+    modeling/; the root only imports them, nothing below imports the root."""
+    folder = PROJECT_ROOT / "components" / "torch_trainer"
+    packages = {_module_name(p) for p in folder.rglob("__init__.py")}
+    edges = set()
+    for module, targets in _graph().items():
+        if module.startswith(TRAINER):
+            edges |= {(_trainer_package(module, packages), _trainer_package(t, packages))
+                      for t in targets if t.startswith(TRAINER)}  # fmt: skip
+    edges = {(a, b) for a, b in edges if a != b}
+    assert (TRAINER, TRAINER + ".worker") in edges  # the walk sees the trainer's packages
+    assert sorted((a, b) for a, b in edges if (b, a) in edges) == []
+
+
+SERVED_INTERFACE = PROJECT_ROOT / "components" / "shared" / "served_interface.py"
+# Names only the served interface uses ("examples" and "predictions" also name TFX's channel and predict's file).
+SERVED_NAMES = ("serving_default", "transform_features", "probabilities", "classes")
+
+
+def _string_constants(path: Path) -> list[tuple[int, str]]:
+    """(line, value) of each string constant that is not a docstring."""
+    tree = ast.parse(path.read_text(), str(path))
+    bodies = [n.body for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+    docs = {id(b[0].value) for b in bodies if b and isinstance(b[0], ast.Expr)}
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]  # fmt: skip
+
+
+def test_the_served_interface_is_typed_once():
+    """The signature and output names live in components/shared/served_interface.py; the converter, a library
+    that imports nothing of ours, keeps its own generic name."""
+    folders = [PROJECT_ROOT / layer for layer in PACKAGE_LAYERS] + [PROJECT_ROOT / "tests" / "bench"]
+    found = [(str(p.relative_to(PROJECT_ROOT)), line, value)
+             for folder in folders for p in folder.rglob("*.py")
+             if p != SERVED_INTERFACE and "converter" not in p.relative_to(PROJECT_ROOT).parts
+             for line, value in _string_constants(p) if value in SERVED_NAMES]  # fmt: skip
+    assert {v for _, v in _string_constants(SERVED_INTERFACE)} >= set(SERVED_NAMES)
+    assert found == []
+
+
+def test_the_pipeline_imports_no_components_executor():
+    """A component's executor is TFX's entry point, not a library: what the layer above shares with it (the CSV
+    core of ExampleGen and `torchtfx predict`) lives below, in data/csv_reader/."""
+    graph = _graph()
+    pipeline = [m for m in graph if m.startswith("torchtfx.pipeline.")]
+    found = [
+        (m, t) for m in pipeline for t in graph[m] if t.startswith("torchtfx.components.") and t.endswith(".executor")
+    ]
+    assert found == []

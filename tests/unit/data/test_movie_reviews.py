@@ -10,12 +10,12 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from torchtfx.components.csv_input.check import check_inputs
-from torchtfx.components.csv_input.columns import load_schema_types
 from torchtfx.components.data_gate.drift import DRIFT_SPLIT, STATS_FILE, drift_lines
 from torchtfx.data.config.dataset import load_dataset_config
+from torchtfx.data.csv_reader.check import check_inputs
+from torchtfx.data.csv_reader.columns import load_schema_types
+from torchtfx.data.csv_reader.sources import check_csv_structure, default_data_dir
 from torchtfx.data.schema_draft import _statistics
-from torchtfx.data.sources import check_csv_structure, default_data_dir
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from torchtfx.components.csv_input.component import schema_custom_config
 from torchtfx.components.csv_input.executor import Executor
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.sources import DataSourceError
 
 ROWS = 200
 PENGUINS = Path(__file__).parents[2] / "data" / "samples" / "penguins.csv"  # an R export: NA for missing values

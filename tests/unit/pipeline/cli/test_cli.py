@@ -11,7 +11,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from torchtfx.components.data_gate.anomalies import DataValidationError
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.sources import DataSourceError
 from torchtfx.pipeline.cli.main import cli, main
 from torchtfx.pipeline.local import runner
 

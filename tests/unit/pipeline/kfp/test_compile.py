@@ -375,10 +375,10 @@ def test_a_data_root_is_read_through_examplegens_own_functions(tmp_path):
     minio:// are refused at compile above, since neither has a file system in the image."""
     import shutil
 
-    from torchtfx.components.csv_input.decode import open_input
     from torchtfx.components.csv_input.executor import split_files
     from torchtfx.data.config.dataset import load_dataset_config
-    from torchtfx.data.sources import csv_rows, default_data_dir
+    from torchtfx.data.csv_reader.decode import open_input
+    from torchtfx.data.csv_reader.sources import csv_rows, default_data_dir
 
     data_root = tmp_path / "mnt" / "torchtfx" / "data" / "taxi"
     data_root.mkdir(parents=True)

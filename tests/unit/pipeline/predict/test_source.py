@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.sources import DataSourceError
 from torchtfx.pipeline.predict.source import check_source, input_files
 
 

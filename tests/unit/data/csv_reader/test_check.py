@@ -1,13 +1,13 @@
-"""ExampleGen's checks before any Beam work (components/csv_input/check.py) read each cell up to the dataset's
+"""ExampleGen's checks before any Beam work (data/csv_reader/check.py) read each cell up to the dataset's
 ``max_cell_chars``, and the parts the Beam workers read carry the same limit."""
 
 from __future__ import annotations
 
 import pytest
 
-from torchtfx.components.csv_input.check import check_inputs
-from torchtfx.components.csv_input.parts import input_parts
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.beam_parts import input_parts
+from torchtfx.data.csv_reader.check import check_inputs
+from torchtfx.data.csv_reader.sources import DataSourceError
 
 SCHEMA_TYPES = {"fare": 3, "company": 1}  # schema_pb2.FLOAT, schema_pb2.BYTES
 LONG = "word " * 40_000  # 200,000 characters, past Python's own csv limit of 131,072

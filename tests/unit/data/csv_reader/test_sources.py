@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchtfx.data.sources import DataSourceError, check_csv_structure, csv_files, csv_rows, read_header
+from torchtfx.data.csv_reader.sources import DataSourceError, check_csv_structure, csv_files, csv_rows, read_header
 
 HEADER = "fare,tips,company\n"
 

@@ -1,5 +1,5 @@
-"""A CSV file cut into parts of whole records (data/csv_parts.py): the parts together are the file's records, with
-their lines, whatever the line ends, byte-order mark, multi-byte text or quoted line breaks."""
+"""A CSV file cut into parts of whole records (data/csv_reader/parts.py): the parts together are the file's
+records, with their lines, whatever the line ends, byte-order mark, multi-byte text or quoted line breaks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import csv
 
 import pytest
 
-from torchtfx.data.csv_parts import CutPoints, cut, part_count, part_records
-from torchtfx.data.sources import DataSourceError, csv_rows
+from torchtfx.data.csv_reader.parts import CutPoints, cut, part_count, part_records
+from torchtfx.data.csv_reader.sources import DataSourceError, csv_rows
 
 
 def _write(path, rows, line_end: str, bom: bool) -> None:

@@ -5,7 +5,7 @@ file cannot be split, so every later stage that reads the split (StatisticsGen, 
 fused read-infer-slice-metrics stage) ran on one Beam worker. Measured on the 1M-row synthetic taxi eval split:
 TFMA took 298-301 s from one shard, 141-147 s from two shards of the same records on two workers.
 
-The cut points come from the checks' full pass over the file (components/csv_input/check.py), which already
+The cut points come from the checks' full pass over the file (data/csv_reader/check.py), which already
 parses every record: the byte offset where a record starts is known exactly there, quoted values that span
 lines included, which a cut at any newline would split. A part is then read by seeking to its first byte.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
-from torchtfx.data.sources import CutPoints, checked_records, set_cell_limit, text_stream
+from torchtfx.data.csv_reader.sources import CutPoints, checked_records, set_cell_limit, text_stream
 
 __all__ = ["CsvPart", "CutPoints", "cut", "part_count", "part_records"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchtfx.components.csv_input.columns import parse_float, parse_int
+from torchtfx.data.csv_reader.columns import parse_float, parse_int
 
 
 @pytest.mark.parametrize(

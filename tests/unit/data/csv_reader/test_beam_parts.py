@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchtfx.components.csv_input.parts import beam_workers
+from torchtfx.data.csv_reader.beam_parts import beam_workers
 
 
 def test_beam_workers_read_from_the_runner_args():

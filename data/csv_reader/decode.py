@@ -1,4 +1,4 @@
-"""The Beam step of ExampleGen: each part of each CSV file (data/csv_parts.py) read and written out as
+"""The Beam step of ExampleGen: each part of each CSV file (data/csv_reader/parts.py) read and written out as
 serialized tf.Examples in one pass.
 
 TFX's CSV path infers column types with a ``beam.CombineGlobally`` over every parsed line, consumed as a side
@@ -17,9 +17,9 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
-from torchtfx.components.csv_input.columns import ColumnPlan
-from torchtfx.data.csv_parts import CsvPart, part_records
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.columns import ColumnPlan
+from torchtfx.data.csv_reader.parts import CsvPart, part_records
+from torchtfx.data.csv_reader.sources import DataSourceError
 
 
 def open_input(path: str) -> IO[bytes]:

@@ -4,7 +4,7 @@ CSV reader that the checks before any Beam work and ExampleGen's decoding share,
 The reader takes what spreadsheet programs write: a UTF-8 byte-order mark (Excel's "CSV UTF-8" starts every
 file with one, and TFX's reader kept it in the first column's name, so a run stopped with ``New column
 '\\ufeffpickup_community_area'`` and ``Column dropped: pickup_community_area``), CRLF or CR line ends, and quoted
-values that span lines. Its refusals are explained by data/csv_problems.py: an invalid UTF-8 byte by line and
+values that span lines. Its refusals are explained by data/csv_reader/problems.py: an invalid UTF-8 byte by line and
 offset in the file, a carriage return inside an unquoted value, a NUL byte, a value over ``max_cell_chars``.
 """
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
-from torchtfx.data import csv_problems
 from torchtfx.data.config.dataset import MAX_CELL_CHARS, DatasetConfig
+from torchtfx.data.csv_reader import problems as csv_problems
 
 # "utf-8-sig" drops a leading byte-order mark and reads a file without one unchanged.
 ENCODING = "utf-8-sig"
@@ -28,7 +28,7 @@ OpenBinary = Callable[[str], IO[bytes]]
 
 class BinaryReader(Protocol):
     """What the reader needs of a file opened binary: an ``IO[bytes]``, or an object with only ``read`` and
-    ``close`` (tf.io.gfile's GFile, a part of a file: data/csv_parts.py)."""
+    ``close`` (tf.io.gfile's GFile, a part of a file: data/csv_reader/parts.py)."""
 
     def read(self, size: int = -1, /) -> bytes: ...
 
@@ -39,7 +39,7 @@ class DataSourceError(ValueError):
     """The input data cannot be found or read."""
 
 
-# A cut point (data/csv_parts.py) is noted at most once per this many bytes: about 100 for a 100 MiB file.
+# A cut point (data/csv_reader/parts.py) is noted at most once per this many bytes: about 100 for a 100 MiB file.
 CUT_GRANULARITY_BYTES = 1 << 20
 BOM = "\ufeff"
 
@@ -179,7 +179,7 @@ def csv_rows(
 ) -> Generator[tuple[int, list[str]], None, None]:
     """The header (line 1), then each non-blank record with the line it starts on, all checked: a
     :class:`DataSourceError` names the file, the line and the problem. ``open_binary`` opens remote files
-    (e.g. ``tf.io.gfile.GFile(path, "rb")``). ``cuts`` (data/csv_parts.py) notes where records start, by byte
+    (e.g. ``tf.io.gfile.GFile(path, "rb")``). ``cuts`` (data/csv_reader/parts.py) notes where records start, by byte
     offset, so that the file can be read in parts. A cell may hold up to ``max_cell_chars`` characters."""
     opener = open_binary or (lambda p: open(p, "rb"))
     set_cell_limit(max_cell_chars)
@@ -251,7 +251,7 @@ def checked_records(
     """Each non-blank record ``reader`` (a ``csv.reader``) reads from here on, with the line it starts on
     (``first_line`` plus the lines the reader has read), ``width`` fields each; ``after_record`` gets the line where
     the next record starts. The one record loop of a whole file (:func:`csv_rows`) and of a part of one
-    (data/csv_parts.py)."""
+    (data/csv_reader/parts.py)."""
     line = first_line + reader.line_num
     try:
         for record in reader:

@@ -1,6 +1,6 @@
 """Every input CSV checked against the curated schema before any Beam work, so that bad input stops the run
 with a message naming the file, the line, the column and the fix instead of a Beam stack trace or a type
-anomaly that does not say where: structure (data/sources.py:csv_rows), header names, the same columns in every
+anomaly that does not say where: structure (sources.py:csv_rows), header names, the same columns in every
 file, and every value readable as its column's schema type.
 
 A value that cannot be read as the schema's type is an error here, not a DataGate anomaly: like a database
@@ -15,13 +15,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from torchtfx.components.csv_input.columns import TYPE_NAMES, ColumnPlan
-from torchtfx.components.csv_input.constants import MAX_LISTED_PROBLEMS
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
-from torchtfx.data.csv_parts import CutPoints
-from torchtfx.data.sources import DataSourceError, OpenBinary, csv_rows
+from torchtfx.data.csv_reader.columns import TYPE_NAMES, ColumnPlan
+from torchtfx.data.csv_reader.parts import CutPoints
+from torchtfx.data.csv_reader.sources import DataSourceError, OpenBinary, csv_rows
 
 logger = logging.getLogger(__name__)
+
+MAX_LISTED_PROBLEMS = 10  # bad values listed in one error message; the rest are counted
 
 
 @dataclass
@@ -42,7 +43,7 @@ class CheckedInput:
     plan: ColumnPlan  # the first file's
     empty: set[str]  # columns with no value in any row so far
     bad: dict[tuple[str, str, int], _BadValues] = field(default_factory=dict)  # (file, column, type)
-    # Each file's header and where its records start (data/csv_parts.py), to read it in parts.
+    # Each file's header and where its records start (data/csv_reader/parts.py), to read it in parts.
     cut_points: dict[str, tuple[list[str], CutPoints]] = field(default_factory=dict)
 
 

@@ -1,4 +1,4 @@
-"""What is wrong with a CSV file the reader (data/sources.py) refused, said in the user's terms: the line, the
+"""What is wrong with a CSV file the reader (sources.py) refused, said in the user's terms: the line, the
 byte offset in the file, the character at fault and the fix, instead of Python's csv and codec messages.
 
 Each explanation runs only after a refusal, so the reader's pass over a good file pays nothing for them; where one

@@ -1,5 +1,5 @@
-"""How the checked input files are cut into parts for the Beam workers (data/csv_parts.py): one part per worker
-at least, so that each worker writes a shard of each split and every later stage reads the split in parallel."""
+"""How the checked input files are cut into parts for the Beam workers (parts.py): one part per worker at least,
+so that each worker writes a shard of each split and every later stage reads the split in parallel."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ import os
 
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions, WorkerOptions
 
-from torchtfx.components.csv_input.constants import PART_BYTES
-from torchtfx.data.csv_parts import CsvPart, CutPoints, cut, part_count
+from torchtfx.data.csv_reader.parts import CsvPart, CutPoints, cut, part_count
 
 logger = logging.getLogger(__name__)
+
+# The largest part of an input file that one Beam worker reads (parts.py): a remote runner gets one part per this
+# many bytes at least, the DirectRunner one part per worker at least.
+PART_BYTES = 64 * 2**20
 
 _DIRECT_RUNNERS = (None, "DirectRunner", "BundleBasedDirectRunner", "FnApiRunner", "SwitchingDirectRunner")
 

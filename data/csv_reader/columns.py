@@ -23,7 +23,7 @@ from google.protobuf import text_format
 from tensorflow.core.example import example_pb2
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from torchtfx.data.sources import DataSourceError
+from torchtfx.data.csv_reader.sources import DataSourceError
 
 TYPE_NAMES = {schema_pb2.INT: "INT", schema_pb2.FLOAT: "FLOAT", schema_pb2.BYTES: "BYTES"}
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
