@@ -1,1 +1,2 @@
-"""The pipeline: its definition (``create_pipeline``, preprocessing, TFMA config), runners, CLI, reporting."""
+"""The pipeline: the DAG (``pipeline.create_pipeline``) and its stages (``transform``, ``evaluation``), settings,
+runners, CLI, reporting."""

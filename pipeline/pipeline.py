@@ -18,11 +18,10 @@ from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.component import TorchTrainer
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.task import MULTICLASS
-from torchtfx.pipeline.eval_config import build_eval_config
+from torchtfx.pipeline.evaluation import EVAL_EXTRACTORS_MODULE
+from torchtfx.pipeline.evaluation.config import build_eval_config
 from torchtfx.pipeline.settings.bound import PipelineSettings
-
-PREPROCESSING_FN = "torchtfx.pipeline.preprocessing.preprocessing_fn"
-EVAL_EXTRACTORS_MODULE = "torchtfx.pipeline.eval_extractors"  # its custom_extractors: TFMA's, trimmed
+from torchtfx.pipeline.transform import PREPROCESSING_FN
 
 
 def _example_gen(data_root: str, dataset: DatasetConfig):
@@ -88,7 +87,7 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
         # (two interleaved runs each: 19.1 / 18.7 s with it, 15.6 / 14.7 s without).
         disable_analyzer_cache=True,
         # No transformed examples: the Trainer runs the raw ones through the transform graph itself, which is
-        # cheaper by far at scale (measured in components/torch_trainer/materialize.py's docstring).
+        # cheaper by far at scale (measured in components/torch_trainer/handoff/materialize.py's docstring).
         materialize=False,
     ).with_id(contracts.TRANSFORM_ID)
     transform.add_upstream_node(data_gate)

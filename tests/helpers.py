@@ -18,13 +18,13 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx.utils import io_utils
 from tfx_bsl.public import tfxio
 
-from torchtfx.components.torch_trainer.constants import WORKER_PROCESS_NAME
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.worker.job import TrainJob
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.handoff.constants import WORKER_PROCESS_NAME
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainJob
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.data.config.dataset import DatasetConfig
-from torchtfx.pipeline.preprocessing import transform
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
+from torchtfx.pipeline.transform.preprocessing import transform
 
 # Two executions of the same float32 network, or of two graphs that compute the same thing (a rebuilt
 # SavedModel, fused lookups), are not bit-identical across machines: oneDNN picks its kernels (and so the

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 
 LABEL_SPLIT = "train"  # the split Transform analyzes, whose values become the label's classes
 
@@ -54,7 +54,8 @@ def distinct_at_most(feature: statistics_pb2.FeatureNameStatistics) -> tuple[int
     if feature.HasField("string_stats"):
         stats = feature.string_stats
         values = tuple(v.value for v in stats.top_values)
-        empty = 1 if "" in values else 0  # a missing label, not a class (pipeline/preprocessing.py:label_strings)
+        # a missing label, not a class (pipeline/transform/preprocessing.py:label_strings)
+        empty = 1 if "" in values else 0
         return stats.unique - empty, tuple(v for v in values if v)
     if feature.type == statistics_pb2.FeatureNameStatistics.INT and feature.HasField("num_stats"):
         stats = feature.num_stats

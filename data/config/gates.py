@@ -1,7 +1,7 @@
 """The promotion gates' settings: value thresholds on the candidate and change thresholds against the champion.
 Parsed once, as the ``gates:`` section of the dataset config; which metric each field bounds, and which metrics
 value_floors / value_ceilings may name, is declared with the metrics (:mod:`torchtfx.data.config.metrics`); built
-into the TFMA EvalConfig by :mod:`torchtfx.pipeline.eval_config`."""
+into the TFMA EvalConfig by :mod:`torchtfx.pipeline.evaluation.config`."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 tasks that compute it, whether lower is better, which gates bound it, and how the reports show it.
 
 Everything else derives from here: the gate config's validation (``gates.py``), the TFMA EvalConfig
-(``pipeline/eval_config.py``), the reading of TFMA's results (``components/shared/evaluation_results.py``) that
+(``pipeline/evaluation/config.py``), the reading of TFMA's results (``components/shared/evaluation_results.py``) that
 the Promoter and the reports share, and the reports themselves.
 
 A *label* names one value in the reports: the metric key, with the class for a per-class value
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION, TASKS
 
 MACRO, MICRO = "macro", "micro"  # the class averages of a multiclass metric
-CURVE_THRESHOLDS = '"num_thresholds": 1000'  # TFMA's default is 10,000 (pipeline/eval_config.py says why not)
+CURVE_THRESHOLDS = '"num_thresholds": 1000'  # TFMA's default is 10,000 (pipeline/evaluation/config.py says why not)
 
 
 @dataclasses.dataclass(frozen=True)

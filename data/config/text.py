@@ -11,10 +11,10 @@ features:
       num_oov_buckets: 100   # hashed buckets for other tokens; 0: they all get UNKNOWN_ID
 ```
 
-Transform (pipeline/text_features.py) writes ``<key>_xf``, int64 ``[batch, max_length]``: ``PADDING_ID`` after the
-last token, ``UNKNOWN_ID`` for a token outside the vocabulary when there are no OOV buckets, then the vocabulary
-by frequency, then the OOV buckets: :func:`model_vocab_size` ids in all. It also writes ``<key>_length_bucket``
-(:func:`length_bucket_key`), the token count as a string bucket that the Evaluator slices by.
+Transform (pipeline/transform/text_features.py) writes ``<key>_xf``, int64 ``[batch, max_length]``: ``PADDING_ID``
+after the last token, ``UNKNOWN_ID`` for a token outside the vocabulary when there are no OOV buckets, then the
+vocabulary by frequency, then the OOV buckets: :func:`model_vocab_size` ids in all. It also writes
+``<key>_length_bucket`` (:func:`length_bucket_key`), the token count as a string bucket that the Evaluator slices by.
 """
 
 from __future__ import annotations

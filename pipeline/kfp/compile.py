@@ -12,14 +12,14 @@ from typing import Any
 import yaml
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.hparams import CPU_WORKERS, TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import CPU_WORKERS, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
-from torchtfx.pipeline.beam_args import with_dependency
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
-from torchtfx.pipeline.model_choice import checked_model
+from torchtfx.pipeline.settings.beam_args import with_dependency
 from torchtfx.pipeline.settings.bound import PipelineSettings
+from torchtfx.pipeline.settings.model_choice import checked_model
 from torchtfx.pipeline.settings.resolve import ResolvedSettings
 
 logger = logging.getLogger(__name__)

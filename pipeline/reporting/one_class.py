@@ -1,6 +1,6 @@
 """AUCs that TFMA reports as a number where none is defined: a slice that holds one class.
 
-Measured with TFMA 0.47 on the binary and multiclass metric specs (pipeline/eval_config.py), slice by slice:
+Measured with TFMA 0.47 on the binary and multiclass metric specs (pipeline/evaluation/config.py), slice by slice:
 
 - binary, a slice of negatives only: ``auc`` 0.0, ``auc_precision_recall`` 0.0, ``recall`` and ``calibration``
   NaN; of positives only: ``auc`` 0.0, ``auc_precision_recall`` 1.0. The report showed "AUC 0.0000" for both.

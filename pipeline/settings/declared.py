@@ -15,11 +15,11 @@ from typing import Any
 
 from torchtfx.components.promoter.confirmation import LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
-from torchtfx.data.config.serving import PRECISIONS, DriftLimits, ServingConfig
-from torchtfx.pipeline.beam_args import BEAM_MODE_AUTO, BEAM_MODES, BeamSettings
+from torchtfx.data.config.serving_precision import PRECISIONS, DriftLimits, ServingConfig
+from torchtfx.pipeline.settings.beam_args import BEAM_MODE_AUTO, BEAM_MODES, BeamSettings
 
 LOCAL = "local"  # `torchtfx run`
 KUBEFLOW = "kubeflow"  # `torchtfx compile`

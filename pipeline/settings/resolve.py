@@ -13,13 +13,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig, dataset_yaml_path, load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
-from torchtfx.data.config.serving import ServingConfig
+from torchtfx.data.config.serving_precision import ServingConfig
 from torchtfx.data.config.strict import ConfigError, load_yaml
-from torchtfx.pipeline.beam_args import BeamSettings
+from torchtfx.pipeline.settings.beam_args import BeamSettings
 from torchtfx.pipeline.settings.declared import BY_KEY, LOCAL, settings_for
 from torchtfx.pipeline.settings.layers import DEFAULT, Layer, file_layer
 

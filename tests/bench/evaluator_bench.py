@@ -30,7 +30,7 @@ def _variants(dataset) -> dict[str, tuple[list, list]]:
     """name -> (metric configs without thresholds, slicing specs)."""
     import tensorflow_model_analysis as tfma
 
-    from torchtfx.pipeline.eval_config import OVERALL, build_eval_config
+    from torchtfx.pipeline.evaluation.config import OVERALL, build_eval_config
 
     ours = build_eval_config(dataset, dataset.gates)
     metrics = []

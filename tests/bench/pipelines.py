@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tests.bench.measure import ProcessRun, require_success, run_measured
 from torchtfx.components.shared import contracts
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.pipeline.local.runner import LocalSettings
 
@@ -20,9 +21,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# The reference's label is ``tips_xf`` (tips > 20% of the fare), computed by its transform_features signature.
+# The reference's label is ``tips_xf`` (tips > 20% of the fare), computed by its transform_features signature:
+# TFX's taxi example names its signatures as ours are named.
 REFERENCE_LABEL_KEY = "tips_xf"
-REFERENCE_PREPROCESSING = "transform_features"
+REFERENCE_PREPROCESSING = TRANSFORM_SIGNATURE
 # The reference's component ids (TFX's taxi_pipeline_native_keras): its MLMD names the nodes by them.
 REFERENCE_EXAMPLE_GEN_ID, REFERENCE_TRAINER_ID, REFERENCE_EVALUATOR_ID = "CsvExampleGen", "Trainer", "Evaluator"
 
@@ -141,7 +143,7 @@ def evaluator_metrics(root: Path, evaluator_id: str = contracts.EVALUATOR_ID) ->
 
 
 def _our_auc_thresholds() -> int:
-    from torchtfx.pipeline.eval_config import METRIC_RESOLUTION
+    from torchtfx.pipeline.evaluation.config import METRIC_RESOLUTION
 
     return json.loads("{" + METRIC_RESOLUTION["AUC"] + "}")["num_thresholds"]
 
@@ -178,7 +180,7 @@ def score_reference_model(model_dir: Path, examples_dir: Path, batch_size: int =
     import tensorflow as tf
 
     model = tf.saved_model.load(str(model_dir))
-    serve, transform = model.signatures["serving_default"], model.signatures[REFERENCE_PREPROCESSING]
+    serve, transform = model.signatures[SERVING_SIGNATURE], model.signatures[REFERENCE_PREPROCESSING]
     auc = tf.keras.metrics.AUC(num_thresholds=_our_auc_thresholds())
     files = sorted(str(p) for p in examples_dir.glob("*.gz"))
     if not files:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE
 from torchtfx.data.config.dataset import DatasetConfig
 
 
@@ -13,7 +14,7 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
     import tensorflow_model_analysis as tfma
 
     from torchtfx.components.shared.evaluation_results import metric_values
-    from torchtfx.pipeline.eval_config import OVERALL, build_eval_config, without_gates
+    from torchtfx.pipeline.evaluation.config import OVERALL, build_eval_config, without_gates
 
     # The metrics without our gates: a lone model has no baseline to compare with.
     metrics_specs = without_gates(build_eval_config(dataset, dataset.gates)).metrics_specs
@@ -34,7 +35,7 @@ def tfma_metrics(model_dir: Path, examples_dir: Path, model_spec, dataset: Datas
 
 
 def our_model_spec(dataset: DatasetConfig):
-    from torchtfx.pipeline.eval_config import build_eval_config
+    from torchtfx.pipeline.evaluation.config import build_eval_config
 
     return build_eval_config(dataset, dataset.gates).model_specs[0]
 
@@ -43,5 +44,5 @@ def reference_model_spec(label_key: str, preprocessing: str):
     import tensorflow_model_analysis as tfma
 
     return tfma.ModelSpec(
-        signature_name="serving_default", label_key=label_key, preprocessing_function_names=[preprocessing]
+        signature_name=SERVING_SIGNATURE, label_key=label_key, preprocessing_function_names=[preprocessing]
     )

@@ -5,7 +5,7 @@ before ``rtdl_revisiting_models.MLP`` (0.0.2), as the package's README builds ML
 
 Bins: the paper computes quantile bins from the training data (``compute_bins``); a factory sees no data, so
 the edges are the quantiles of a standard normal, the distribution the pipeline's z-scored dense features
-(pipeline/preprocessing.py ``z_scored``: mean 0, variance 1 on the training data) are standardized towards:
+(pipeline/transform/preprocessing.py ``z_scored``: mean 0, variance 1 on the training data) are standardized towards:
 the ``n_bins - 1`` inner edges are ``Phi^-1(k / n_bins)``, k = 1..n_bins-1, and the outer edges are -3 and 3
 (``Phi^-1(0)`` and ``Phi^-1(1)`` are infinite); values beyond them extrapolate linearly in the first/last bin,
 as the package's encoding does. The same edges serve every dense feature.

@@ -125,7 +125,7 @@ def test_input_path_bench_trains_in_process_from_arrays_and_from_memory(tmp_path
     """The input-path benchmark's one-rank loop (the Trainer given its model, shards and optimizer), from the
     job's memory-mapped arrays and from splits already in memory: same epochs, a history each."""
     from tests.bench.trainer_bench import _fixed_epochs, _train_in_process
-    from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+    from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 
     job = helpers.tiny_train_job(tmp_path, tiny_taxi)
     job = dataclasses.replace(job, hparams=_fixed_epochs(2, batch_size=64, num_workers=1))
@@ -377,7 +377,7 @@ def test_report_leaves_out_a_scale_result_of_the_old_format(tmp_path, caplog):
 
 def test_scale_beam_args_are_sized_for_the_generated_data_dir(tmp_path, taxi_cfg):
     from tests.bench import pipelines, scale_bench
-    from torchtfx.pipeline.beam_args import SMALL_INPUT_BYTES
+    from torchtfx.pipeline.settings.beam_args import SMALL_INPUT_BYTES
 
     data = tmp_path / "data"
     data.mkdir()

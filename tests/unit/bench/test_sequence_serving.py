@@ -13,10 +13,10 @@ import tensorflow as tf
 
 from tests.bench import sequence_serving_bench as bench
 from tests.bench.report import write_report
-from torchtfx.components.torch_trainer.export.convert import TRANSFORM_SIGNATURE
-from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.shared.served_interface import TRANSFORM_SIGNATURE
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.data.config.text import TextFeature
-from torchtfx.pipeline import text_features
+from torchtfx.pipeline.transform import text_features
 
 MAX_LENGTH = 24
 TEXTS = [
@@ -28,7 +28,7 @@ TEXTS = [
 
 
 def _served_tokens(texts: list[str]) -> list[int]:
-    """How many tokens the pipeline's tokenizer (pipeline/text_features.py) reads in each text."""
+    """How many tokens the pipeline's tokenizer (pipeline/transform/text_features.py) reads in each text."""
     found = text_features.tokens(tf.constant(texts), TextFeature(max_length=MAX_LENGTH))
     return [len(row) for row in found.to_list()]
 

@@ -1,5 +1,6 @@
 """The zoo's check of its size hyperparameters (layer widths, layer, head and expert counts), made before any
-layer is built, so the model check (pipeline/model_choice.py) refuses a bad one by name before any stage runs."""
+layer is built, so the model check (pipeline/settings/model_choice.py) refuses a bad one by name before any stage
+runs."""
 
 from __future__ import annotations
 

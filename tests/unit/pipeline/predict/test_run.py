@@ -12,13 +12,13 @@ import tensorflow as tf
 
 from torchtfx.components.champion.resolve import Champion
 from torchtfx.data.config.task import MULTICLASS
-from torchtfx.pipeline.beam_args import SMALL_INPUT_BYTES, worker_dependency_flag
 from torchtfx.pipeline.predict import inference
 from torchtfx.pipeline.predict.errors import PredictError
 from torchtfx.pipeline.predict.outputs import OutputPlan
 from torchtfx.pipeline.predict.run import PredictRequest, beam_args_for, probe
 from torchtfx.pipeline.predict.source import check_source
 from torchtfx.pipeline.predict.writer import OutputTarget
+from torchtfx.pipeline.settings.beam_args import SMALL_INPUT_BYTES, worker_dependency_flag
 
 CLASSES = ("Cash", "Credit Card", "No Charge")
 

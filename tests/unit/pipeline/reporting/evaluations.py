@@ -1,6 +1,6 @@
 """Evaluator outputs per task, written in TFMA's own formats (``metrics``, ``plots`` and ``validations``
 TFRecord files of MetricsForSlice / PlotsForSlice / ValidationResult protos) with the metric keys TFMA 0.47
-produces for each task's EvalConfig (checked against real TFMA runs in tests/unit/pipeline/test_eval_config.py):
+produces for each task's EvalConfig (checked against real TFMA runs in tests/unit/pipeline/evaluation/test_config.py):
 per-class values carry ``sub_key.class_id``, the averaged AUCs ``aggregation_type``."""
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def analyzed(root: Path, task: str) -> str:
 
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.config.gates import GateConfig
-    from torchtfx.pipeline.eval_config import build_metrics_specs
+    from torchtfx.pipeline.evaluation.config import build_metrics_specs
 
     rng = np.random.default_rng(0)
     dataset = load_dataset_config("taxi" if task == "binary" else "taxi_payment")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.paths import PROJECT_ROOT
-from torchtfx.pipeline.beam_args import WorkerPackageError, repack_wheel, worker_dependency_flag
+from torchtfx.pipeline.settings.beam_args import WorkerPackageError, repack_wheel, worker_dependency_flag
 
 INFO = "torchtfx-0.1.0.dist-info"
 INSTALLED = {

@@ -168,7 +168,7 @@ def with_scalar_histograms(computations: metric_types.MetricComputations) -> met
     """The same computations, TFMA's calibration histograms filled by ``ScalarHistogramCombiner``.
 
     TFMA computes a histogram once for all metrics whose computations name it by key and combiner class, so every
-    metric that shares one must come through here (pipeline/eval_metrics.py), or it is filled twice.
+    metric that shares one must come through here (pipeline/evaluation/metrics.py), or it is filled twice.
     """
     swapped: metric_types.MetricComputations = []
     for computation in computations:

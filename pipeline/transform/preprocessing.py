@@ -1,7 +1,7 @@
 """Transform's ``preprocessing_fn``, driven entirely by the dataset config.
 
 Dense features are z-scored, categorical features get a vocabulary with OOV buckets, bucketized
-features get quantile buckets, text features get token ids (pipeline/text_features.py), and the label is
+features get quantile buckets, text features get token ids (pipeline/transform/text_features.py), and the label is
 derived by the config's label rule. Missing numeric values are filled with the configured default or the
 feature's mean; missing categoricals become their own token ("" or -1), so they get their own embedding row;
 a missing text is an empty one.
@@ -25,7 +25,7 @@ from tensorflow_transform import schema_inference
 from torchtfx.components.shared.contracts import DATASET_CONFIG_KEY
 from torchtfx.data.config.dataset import DatasetConfig, LabelRule, transformed_name
 from torchtfx.data.config.task import BINARY, MULTICLASS
-from torchtfx.pipeline.text_features import text_outputs
+from torchtfx.pipeline.transform.text_features import text_outputs
 
 
 def _to_dense(x: tf.Tensor | tf.SparseTensor, default: Any) -> tf.Tensor:
@@ -234,12 +234,12 @@ def transform(inputs: dict[str, Any], cfg: DatasetConfig) -> dict[str, tf.Tensor
         outputs[transformed_name(key)] = bucketized(
             inputs[key], cfg.defaults.get(key), num_buckets, name=f"bucketize_{key}"
         )
-    for key in sorted(cfg.text):  # token ids and a length bucket (pipeline/text_features.py)
+    for key in sorted(cfg.text):  # token ids and a length bucket (pipeline/transform/text_features.py)
         outputs.update(text_outputs(categorical_feature(inputs[key], cfg.defaults.get(key)), key, cfg.text[key]))
     outputs.update(label_outputs(inputs, cfg))
     return outputs
 
 
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
-    """Entry point for TFX Transform (``preprocessing_fn='torchtfx.pipeline.preprocessing.preprocessing_fn'``)."""
+    """Entry point for TFX Transform, by its dotted path ``torchtfx.pipeline.transform.PREPROCESSING_FN``."""
     return transform(inputs, DatasetConfig.from_json(custom_config[DATASET_CONFIG_KEY]))

@@ -40,7 +40,7 @@ from torchtfx.data.config.metrics import (
     PRECISION,
     RECALL,
 )
-from torchtfx.pipeline.eval_histogram import with_scalar_histograms
+from torchtfx.pipeline.evaluation.histogram import with_scalar_histograms
 
 CALIBRATION_NAME = calibration.CALIBRATION_NAME  # "calibration" (CALIBRATION.key): gates and reports read it
 

@@ -39,7 +39,7 @@ DISTRIBUTION = "torchtfx"
 WORKER_PACKAGE_DIR = "beam_package"  # under a local run's pipeline root: the wheel Beam workers get
 # What pip writes into a dist-info at install time (RECORD and WHEEL are written anew for the wheel).
 _INSTALL_TIME_FILES = ("RECORD", "WHEEL", "INSTALLER", "REQUESTED", "direct_url.json")
-_WHEEL_FILE = "Wheel-Version: 1.0\nGenerator: torchtfx.pipeline.beam_args\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+_WHEEL_FILE = f"Wheel-Version: 1.0\nGenerator: {__name__}\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed: the same installed files give the same wheel, byte for byte
 
 

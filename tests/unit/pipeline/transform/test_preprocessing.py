@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tests import helpers
 from torchtfx.data.config.dataset import LabelRule
-from torchtfx.pipeline.preprocessing import binary_label, schema_int_domains
+from torchtfx.pipeline.transform.preprocessing import binary_label, schema_int_domains
 
 
 def test_dense_features_are_z_scored(tiny_taxi):
@@ -114,7 +114,7 @@ def test_an_unknown_or_missing_class_is_refused_not_mapped_to_a_class(tiny_payme
 
 
 def test_regression_target_is_log1p_with_the_dollars_kept_for_evaluation():
-    from torchtfx.pipeline.preprocessing import regression_target
+    from torchtfx.pipeline.transform.preprocessing import regression_target
 
     tips = tf.SparseTensor(indices=[[0, 0], [2, 0], [3, 0]], values=[3.0, -1.0, 0.0], dense_shape=[4, 1])
     rule = LabelRule(name="y", column="tips", log1p=True)
@@ -130,7 +130,7 @@ def test_regression_target_is_log1p_with_the_dollars_kept_for_evaluation():
 def test_label_strings_write_out_integer_codes_and_mark_missing_rows():
     """A multiclass label may be an integer-coded column; its missing rows must be refused, not become a
     class "-1" (and the empty-string default must not be cast to an integer)."""
-    from torchtfx.pipeline.preprocessing import label_strings
+    from torchtfx.pipeline.transform.preprocessing import label_strings
 
     codes = tf.SparseTensor(indices=[[0, 0], [2, 0]], values=tf.constant([3, 5], tf.int64), dense_shape=[3, 1])
     strings, present = label_strings(codes)
@@ -174,8 +174,8 @@ def _flights(tmp_path, extra: str = ""):
 def test_a_binary_row_without_its_label_input_is_refused_and_counted(tmp_path, caplog):
     """A cancelled flight (no arrival delay) used to be labelled 0, "on time", trained and evaluated as such.
     Now its weight is 0, and the Trainer's materialize step leaves it out and counts it."""
-    from torchtfx.components.torch_trainer.features import layout_from_transform
-    from torchtfx.components.torch_trainer.materialize import materialize, through_transform_graph
+    from torchtfx.components.torch_trainer.handoff.materialize import materialize, through_transform_graph
+    from torchtfx.components.torch_trainer.modeling.features import layout_from_transform
 
     cfg, tft_output, xf = _flights(tmp_path)
     assert cfg.optional_label_columns == ("arr_delay",) and cfg.label_weight_key == "late_weight_xf"

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from tests.paths import PROJECT_ROOT
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
-from torchtfx.data.config.serving import ServingConfig, ServingPrecisionError
+from torchtfx.data.config.serving_precision import ServingConfig, ServingPrecisionError
 from torchtfx.pipeline.cli.setting_options import parse_model_hparams
-from torchtfx.pipeline.model_choice import checked_hparams, checked_model
 from torchtfx.pipeline.settings.declared import LOCAL
 from torchtfx.pipeline.settings.layers import command_line_layer
+from torchtfx.pipeline.settings.model_choice import checked_hparams, checked_model
 from torchtfx.pipeline.settings.resolve import resolve_settings
 
 

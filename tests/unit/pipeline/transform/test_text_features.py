@@ -15,13 +15,13 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
-from torchtfx.components.torch_trainer.features import layout_from_transform
-from torchtfx.components.torch_trainer.materialize import materialize, through_transform_graph
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.handoff.materialize import materialize, through_transform_graph
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+from torchtfx.components.torch_trainer.modeling.features import layout_from_transform
 from torchtfx.data.config.dataset import DatasetConfig, LabelRule
 from torchtfx.data.config.text import PADDING_ID, UNKNOWN_ID, TextFeature, model_vocab_size
-from torchtfx.pipeline import text_features
-from torchtfx.pipeline.preprocessing import transform
+from torchtfx.pipeline.transform import text_features
+from torchtfx.pipeline.transform.preprocessing import transform
 
 SCHEMA = """
 feature { name: "review" type: BYTES value_count { max: 1 } }

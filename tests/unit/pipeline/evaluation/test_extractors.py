@@ -16,10 +16,10 @@ from tfx_bsl.tfxio import tf_example_record
 
 from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
-from torchtfx.pipeline import eval_extractors
-from torchtfx.pipeline.eval_config import build_eval_config, without_gates
-from torchtfx.pipeline.eval_extractors import custom_extractors, read_features, trimmed
-from torchtfx.pipeline.pipeline import EVAL_EXTRACTORS_MODULE
+from torchtfx.pipeline.evaluation import EVAL_EXTRACTORS_MODULE
+from torchtfx.pipeline.evaluation import extractors as eval_extractors
+from torchtfx.pipeline.evaluation.config import build_eval_config, without_gates
+from torchtfx.pipeline.evaluation.extractors import custom_extractors, read_features, trimmed
 
 BATCH_ROWS = 100
 

@@ -12,14 +12,14 @@ from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.metrics import EVALUATED
 from torchtfx.data.config.task import BINARY
-from torchtfx.pipeline.eval_config import METRIC_RESOLUTION, build_eval_config, without_gates
-from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
+from torchtfx.pipeline.evaluation.config import METRIC_RESOLUTION, build_eval_config, without_gates
+from torchtfx.pipeline.evaluation.metrics import FROM_HISTOGRAM
 
 TFMA_CLASS = {ours: tfma_class for tfma_class, ours in FROM_HISTOGRAM.items()}
 
 
 def _metrics(config: tfma.EvalConfig) -> dict[str, tfma.MetricConfig]:
-    """By TFMA's class name: ours (pipeline/eval_metrics.py) stand for TFMA's, same keys and values."""
+    """By TFMA's class name: ours (pipeline/evaluation/metrics.py) stand for TFMA's, same keys and values."""
     (spec,) = config.metrics_specs
     return {TFMA_CLASS.get(m.class_name, m.class_name): m for m in spec.metrics}
 
@@ -89,7 +89,7 @@ def test_per_slice_auc_drops_are_change_thresholds_on_those_slices(taxi_cfg):
 # -- multiclass and regression: the metric specs run by TFMA itself, on hand-computable rows --------------------
 def _computed(dataset, gates, frame, tmp_path):
     """TFMA's own metrics and validation on ``frame`` (columns label, prediction, weight), no model."""
-    from torchtfx.pipeline.eval_config import build_metrics_specs
+    from torchtfx.pipeline.evaluation.config import build_metrics_specs
 
     spec = tfma.ModelSpec(label_key="label", prediction_key="prediction")
     if "weight" in frame:
@@ -236,7 +236,7 @@ def _judged(dataset, gates, frame, tmp_path, monkeypatch):
     from tensorflow_model_analysis.utils import config_util
 
     from torchtfx.components.shared import evaluation_results
-    from torchtfx.pipeline.eval_config import build_metrics_specs
+    from torchtfx.pipeline.evaluation.config import build_metrics_specs
 
     monkeypatch.setattr(
         model_eval_lib,
@@ -325,15 +325,15 @@ def test_curve_metrics_use_1000_thresholds_and_a_100_bucket_calibration_plot(dat
 
 
 def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gated_by_the_band(tmp_path):
-    """Our Calibration, accuracy, precision, recall and AUC (pipeline/eval_metrics.py) against TFMA's on the same
+    """Our Calibration, accuracy, precision, recall and AUC (pipeline/evaluation/metrics.py) against TFMA's on the same
     rows: same values under the same keys, from one histogram without TFMA's two extra passes; a model that
     predicts twice the base rate fails the default calibration band under the metric's own name."""
     import numpy as np
     import pandas as pd
     from tensorflow_model_analysis.metrics import calibration, metric_specs
 
-    from torchtfx.pipeline.eval_config import EVAL_METRICS_MODULE
-    from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
+    from torchtfx.pipeline.evaluation import EVAL_METRICS_MODULE
+    from torchtfx.pipeline.evaluation.metrics import FROM_HISTOGRAM
 
     rng = np.random.default_rng(3)
     label = (rng.random(3000) < 0.3).astype(float)

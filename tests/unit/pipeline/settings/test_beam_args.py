@@ -4,8 +4,8 @@ import pytest
 from tfx.utils import dependency_utils
 
 from torchtfx.data.config.dataset import load_dataset_config
-from torchtfx.pipeline.beam_args import SMALL_INPUT_BYTES, with_dependency
 from torchtfx.pipeline.local.runner import LocalSettings
+from torchtfx.pipeline.settings.beam_args import SMALL_INPUT_BYTES, with_dependency
 
 
 def test_local_args_carry_the_project_setup_file_so_tfx_builds_no_ephemeral_package(tmp_path):

@@ -18,16 +18,15 @@ from collections.abc import Iterable, Sequence
 
 import tensorflow_model_analysis as tfma
 
-from torchtfx.components.torch_trainer.export.convert import SERVING_SIGNATURE, TRANSFORM_SIGNATURE
-from torchtfx.components.torch_trainer.features import prediction_output
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE, TRANSFORM_SIGNATURE, prediction_output
 from torchtfx.data.config import metrics
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.metrics import MACRO, Gate, Metric
 from torchtfx.data.config.task import BINARY, MULTICLASS
-from torchtfx.pipeline.eval_metrics import FROM_HISTOGRAM
+from torchtfx.pipeline.evaluation import EVAL_METRICS_MODULE
+from torchtfx.pipeline.evaluation.metrics import FROM_HISTOGRAM
 
-EVAL_METRICS_MODULE = "torchtfx.pipeline.eval_metrics"
 OVERALL = tfma.SlicingSpec()
 # TFMA's defaults are 10,000 thresholds for AUC and AUC-PR and 1,000 calibration buckets; every slice pays for
 # them (make bench, evaluator: our taxi evaluation 7.59 -> 6.16 s with these). 1,000 thresholds are as exact:
@@ -164,7 +163,7 @@ def build_metrics_specs(dataset: DatasetConfig, gates: GateConfig) -> list[tfma.
         specs = _multiclass_specs(dataset.label.num_classes, gates)
     else:
         specs = [tfma.MetricsSpec(metrics=_overall_metrics(dataset.task, gates))]
-    if dataset.task == BINARY:  # ours stand for TFMA's (pipeline/eval_metrics.py): same keys and values
+    if dataset.task == BINARY:  # ours stand for TFMA's (pipeline/evaluation/metrics.py): same keys and values
         for metric in (m for spec in specs for m in spec.metrics if m.class_name in FROM_HISTOGRAM):
             metric.class_name, metric.module = FROM_HISTOGRAM[metric.class_name], EVAL_METRICS_MODULE
     return specs

@@ -11,7 +11,7 @@ import pytest
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.metrics import calibration_histogram, metric_types
 
-from torchtfx.pipeline.eval_histogram import ScalarHistogramCombiner, with_scalar_histograms
+from torchtfx.pipeline.evaluation.histogram import ScalarHistogramCombiner, with_scalar_histograms
 
 ONE_MODEL = tfma.EvalConfig(model_specs=[tfma.ModelSpec(label_key="label", prediction_key="p")])
 TWO_MODELS = tfma.EvalConfig(
