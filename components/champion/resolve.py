@@ -9,7 +9,8 @@ from pathlib import Path
 
 from torchtfx.components.shared import serving_identity
 from torchtfx.components.shared.mlflow_client import CHAMPION, Registry
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE
+from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.tf_serving import layout, model_config
 
 
@@ -60,8 +61,8 @@ def _unreadable(path: Path) -> str | None:
     if not saved_model.meta_graphs:
         return "saved_model.pb is not a SavedModel (corrupt or truncated)"
     signatures = {k for graph in saved_model.meta_graphs for k in graph.signature_def}
-    if "serving_default" not in signatures:
-        return f"no serving_default signature (found {sorted(signatures) or 'none'})"
+    if SERVING_SIGNATURE not in signatures:
+        return f"no {SERVING_SIGNATURE} signature (found {sorted(signatures) or 'none'})"
     if not (path / "variables").is_dir():
         return "the variables/ folder is missing"
     return None

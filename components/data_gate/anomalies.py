@@ -7,7 +7,7 @@ from pathlib import Path
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
 from torchtfx.components.data_gate.constants import ANOMALIES_FILE
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 
 
 class DataValidationError(StageFailure):

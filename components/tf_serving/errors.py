@@ -3,7 +3,7 @@ a change that was undone. The batching settings' own error is a config error (``
 
 from __future__ import annotations
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 
 
 class ServingConfigError(ValueError):

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE
+
 SIGNATURE_FAILURE = "Fail to call signature func"
 _SIGNATURE_NAME = re.compile(r"Fail to call signature func with signature_name: ([\w-]+)")
 _SHAPE = re.compile(
@@ -78,7 +80,7 @@ def _shape_cause(text: str) -> str | None:
 
 def _signature_failure(text: str, cause: str | None) -> str:
     name = _SIGNATURE_NAME.search(text)
-    signature = name.group(1) if name else "serving_default"
+    signature = name.group(1) if name else SERVING_SIGNATURE
     if cause:
         return (
             f"Evaluator: TFMA could not run the candidate's served signature '{signature}' on a batch of eval "

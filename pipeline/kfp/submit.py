@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 from torchtfx.data.config.strict import load_yaml_text
 
 logger = logging.getLogger(__name__)

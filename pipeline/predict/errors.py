@@ -1,9 +1,9 @@
-"""The batch scoring's own error: a stage failure (components/shared/stage_failure.py), which the command line
+"""The batch scoring's own error: a stage failure (components/stage_failure.py), which the command line
 shows as its message, without a traceback."""
 
 from __future__ import annotations
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 
 
 class PredictError(StageFailure):

@@ -2,7 +2,7 @@
 
 Keys: the ``--key-column`` columns, as the CSV spells them (an id column joins the scores back to the input);
 without any, ``source_file`` and ``source_line`` (the input file, as given, and the line its record starts on;
-unique per row, and the order of the input). Outputs (components/torch_trainer/features.py, the serving
+unique per row, and the order of the input). Outputs (components/torch_trainer/modeling/features.py, the serving
 signature's): binary ``probabilities`` (of the positive class), regression ``predictions``, multiclass
 ``predicted_class`` (the most probable) and ``probabilities_<class>`` per class, in the model's class order.
 
@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from torchtfx.components.torch_trainer.features import CLASSES_OUTPUT, PROBABILITIES_OUTPUT, prediction_output
+from torchtfx.components.shared.served_interface import CLASSES_OUTPUT, PROBABILITIES_OUTPUT, prediction_output
 from torchtfx.data.config.task import MULTICLASS
 from torchtfx.pipeline.predict.errors import PredictError
 

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from torchtfx.components.torch_trainer.features import FeatureLayout
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +93,7 @@ def interleaved_latency_ms(
 def _eval_rows(raw_eval_dir: Path, rows: int) -> list[bytes]:
     import tensorflow as tf
 
-    from torchtfx.components.torch_trainer.materialize import split_files
+    from torchtfx.components.torch_trainer.handoff.materialize import split_files
 
     dataset = tf.data.TFRecordDataset(split_files(str(raw_eval_dir)), compression_type="GZIP").take(rows)
     return [r.numpy() for r in dataset]
@@ -101,7 +102,7 @@ def _eval_rows(raw_eval_dir: Path, rows: int) -> list[bytes]:
 def _network_inputs(saved_model, examples: list[bytes], layout: FeatureLayout) -> tuple[np.ndarray, np.ndarray]:
     import tensorflow as tf
 
-    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, TRANSFORM_SIGNATURE
 
     transformed = saved_model.signatures[TRANSFORM_SIGNATURE](**{EXAMPLES_INPUT: tf.constant(examples)})
     dense = np.stack([transformed[k].numpy().reshape(-1) for k in layout.dense], axis=1).astype(np.float32)
@@ -146,13 +147,10 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     import torch
 
     from torchtfx.components.shared import contracts
-    from torchtfx.components.torch_trainer.export.convert import (
-        EXAMPLES_INPUT,
-        SERVING_SIGNATURE,
-        convert_onnx,
-    )
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
     from torchtfx.components.torch_trainer.modeling.heads import ExportHead
-    from torchtfx.components.torch_trainer.trained_model import load_torch_model
+    from torchtfx.components.torch_trainer.savedmodel.convert import convert_onnx
+    from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
 
     threads = os.cpu_count() or 1
     torch.set_num_threads(threads)
@@ -187,7 +185,7 @@ def _runtimes(export_dir: Path, serving_dir: Path, layout: FeatureLayout, hparam
     )
 
 
-def examples_call(saved_model_dir: Path, signature: str = "serving_default") -> Callable:
+def examples_call(saved_model_dir: Path, signature: str = SERVING_SIGNATURE) -> Callable:
     """``call(examples) -> outputs`` of a SavedModel signature fed serialized tf.Examples by its one input's name
     (``examples`` in ours and in TFX's taxi example, read from the signature rather than assumed)."""
     import tensorflow as tf
@@ -242,7 +240,7 @@ def session_timers(network, serving_dir: Path, examples: list[bytes], dense, cat
 
 # A served tf.Example signature's stages by op type: parse, function calls (timed whole), the other ops. TF's
 # optimizer does not inline TFT's pruned graph function, so in the reference's signature the TFT layer is the one
-# StatefulPartitionedCall; ours imports Transform's graph into the signature (export/convert.py:inlined_transform),
+# StatefulPartitionedCall; ours imports Transform's graph into the signature (savedmodel/convert.py:inlined_transform),
 # so its TFT ops are among the other ops, and its one call is the network's row-shard branch (batch >= 256).
 STAGE_OPS = {"parse": ("ParseExample", "ParseExampleV2", "ParseSingleExample"),
               "tft_layer": ("StatefulPartitionedCall", "PartitionedCall")}  # fmt: skip

@@ -24,10 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from torchtfx.components.shared.served_interface import SERVING_SIGNATURE
+
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("session_run.c")
-NETWORK_SIGNATURE = "serving_default"
+NETWORK_SIGNATURE = SERVING_SIGNATURE  # the network alone is saved under the served model's signature name
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.int64): "i64"}
 
 
@@ -179,7 +181,7 @@ def session_runs(graphs: SavedGraphs, saved_model_dir: Path, examples: Sequence[
                  feeds: Mapping[str, np.ndarray], work: Path, threads: int) -> dict[str, SessionRun]:  # fmt: skip
     """``tf_session_floor``, ``converted_network_session`` (the network alone on ``feeds``, its inputs by name)
     and ``savedmodel_signature_session`` (the pushed model's ``serving_default`` on raw tf.Examples)."""
-    from torchtfx.components.torch_trainer.export.convert import EXAMPLES_INPUT, SERVING_SIGNATURE
+    from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
 
     return {
         # What any graph costs per Session::Run here, whatever it computes: one that doubles the first input.

@@ -15,7 +15,7 @@ import urllib3
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
 
 logger = logging.getLogger(__name__)

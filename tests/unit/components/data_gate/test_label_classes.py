@@ -19,7 +19,7 @@ from torchtfx.components.data_gate.constants import (
 )
 from torchtfx.components.data_gate.executor import Executor
 from torchtfx.components.data_gate.label_classes import LabelClasses, LabelClassesError
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 
 CONFIG = "the dataset config 'flowers'"
 

@@ -13,10 +13,10 @@ from torch import nn
 from tests import helpers
 from tests.unit.components.torch_trainer.served_models import NearlyCancelling, export_and_serve, train_briefly
 from torchtfx.components.torch_trainer import flow
-from torchtfx.components.torch_trainer.export.precision import drift_figures
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
-from torchtfx.data.config.serving import DriftLimits, ServingConfig
+from torchtfx.components.torch_trainer.savedmodel.precision import drift_figures
+from torchtfx.data.config.serving_precision import DriftLimits, ServingConfig
 
 
 def _request(tiny, root, precision: str) -> flow.TrainRequest:

@@ -8,7 +8,7 @@ import importlib
 import click
 import pytest
 
-from torchtfx.components.shared.stage_failure import StageFailure
+from torchtfx.components.stage_failure import StageFailure
 from torchtfx.pipeline.cli.errors import LIBRARY_FAILURES, UNEXPECTED_HINT, is_stage_failure, reports_errors
 
 # Every stage's own error: a rename or a lost base class fails here, not in a user's run.
@@ -16,11 +16,11 @@ STAGE_ERRORS = {
     "torchtfx.components.data_gate.anomalies": "DataValidationError",
     "torchtfx.components.data_gate.label_classes": "LabelClassesError",
     "torchtfx.components.champion.resolve": "ChampionError",
-    "torchtfx.components.torch_trainer.cluster.launch": "TrainingFailedError",
+    "torchtfx.components.torch_trainer.handoff.errors": "TrainingFailedError",
     "torchtfx.components.torch_trainer.cluster.job_runner": "ClusterJobFailedError",
-    "torchtfx.components.torch_trainer.export.onnx_export": "ExportError",
-    "torchtfx.components.torch_trainer.features": "LabelClassesError",
-    "torchtfx.components.torch_trainer.export.parity": "ParityError",
+    "torchtfx.components.torch_trainer.torch_to_onnx.onnx_export": "ExportError",
+    "torchtfx.components.torch_trainer.modeling.features": "LabelClassesError",
+    "torchtfx.components.torch_trainer.savedmodel.parity": "ParityError",
     "torchtfx.components.tf_serving.errors": "ServingChangeError",
     "torchtfx.components.tf_serving.model_server": "ModelServerError",
     "torchtfx.pipeline.kfp.submit": "SubmitError",
