@@ -56,10 +56,9 @@ from torchtfx.components.promoter.target import (
     verify_folder,
 )
 from torchtfx.components.promoter.unchanged import ROLLED_BACK_TAG, Unchanged
-from torchtfx.components.shared import fingerprint
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, PREVIOUS, SERVING_VERSION_TAG
-from torchtfx.components.tf_serving import layout
+from torchtfx.components.tf_serving import fingerprint, layout
 from torchtfx.components.tf_serving.errors import ServingChangeError
 from torchtfx.components.tf_serving.layout import promotion_lock
 from torchtfx.components.tf_serving.model_config import ServedState

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 from torchtfx.components.promoter.confirmation import STAGED, moves_at_once
-from torchtfx.components.shared import fingerprint, serving_identity
+from torchtfx.components.shared import serving_identity
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import (
     SERVING_VERSION_TAG,
@@ -28,6 +28,7 @@ from torchtfx.components.tf_serving.layout import versions
 from torchtfx.components.tf_serving.model_config import CANARY, STABLE, ServedState
 from torchtfx.components.tf_serving.model_server import ModelServer
 from torchtfx.components.tf_serving.transition import Served
+from torchtfx.components.tf_serving.version_folder import FolderChangedError, check_registered_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -117,31 +118,17 @@ def open_target(target: ServingTarget) -> serving_identity.Identity:
     return identity
 
 
-def _short(value: str) -> str:
-    scheme, _, digest = value.partition(":")
-    return f"{scheme}:{digest[:12]}"
-
-
 def verify_folder(target: ServingTarget, version) -> None:
-    """Refuse to put a label on a serving folder that does not hold the registered version's bytes."""
-    folder = target.serving_dir / version.tags.get(SERVING_VERSION_TAG, "?")
+    """Refuse to put a label on a serving folder that does not hold the registered version's bytes
+    (components/tf_serving/version_folder.py reads the folder)."""
+    serving_version = version.tags.get(SERVING_VERSION_TAG, "?")
     recorded = version.tags.get(MODEL_FINGERPRINT_TAG)
     try:
-        actual = fingerprint.saved_model_fingerprint(folder)
-    except FileNotFoundError:
-        actual = None
-    if recorded is None and actual is not None:
-        logger.warning("Registry version %s records no fingerprint (promoted before fingerprints): %s is served "
-                       "unverified", version.version, folder)  # fmt: skip
-        return
-    if actual != recorded:
-        on_disk = _short(actual) if actual else "no SavedModel"
-        raise PromotionError(
-            f"{folder} does not hold registry version {version.version} of {target.registry.model_name} "
-            f"(on disk: {on_disk}; registered: {_short(recorded or '?:none')}): it was changed on disk or written "
-            "by another registry. Nothing was changed. Restore the folder from the registry version's artifacts, "
-            "or make another version the champion (`torchtfx promote --version N --reason ...`)"
+        check_registered_bytes(
+            target.serving_dir, serving_version, recorded, str(version.version), target.registry.model_name
         )
+    except FolderChangedError as err:
+        raise PromotionError(str(err)) from None
 
 
 def remove_unserved(target: ServingTarget, served: Served, version: int, registry_version: str | None) -> None:

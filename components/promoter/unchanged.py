@@ -6,7 +6,7 @@ champion must be looked up now): the Evaluator compares the champion with itself
 check the same bytes were pushed as a new serving version and registered as a new version on every rerun. A
 retrain that reproduces the same bytes (same seed and data, caching off) is the same case.
 
-What is compared: the model fingerprint (``components.shared.fingerprint``, a digest of the served SavedModel),
+What is compared: the model fingerprint (``components.tf_serving.fingerprint``, a digest of the served SavedModel),
 recorded as a registry tag on every version the Promoter registers, so the champion's folder is not re-read;
 for a champion promoted before fingerprints were recorded, its serving folder is digested instead. A matching
 tag is trusted only while the champion's folder still lists the same files with the same sizes (a stat, no
@@ -28,9 +28,9 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from torchtfx.components.shared import fingerprint
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, SERVING_VERSION_TAG, Registry
+from torchtfx.components.tf_serving import fingerprint
 
 logger = logging.getLogger(__name__)
 

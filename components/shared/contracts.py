@@ -100,7 +100,7 @@ PUSHED_VERSION_PROPERTY = "pushed_version"
 REJECTION_PROPERTY = "rejection_reasons"
 # 1 when the stable/canary labels wait for `torchtfx promote --finish` (no server address to confirm the load)
 LABELS_PENDING_PROPERTY = "labels_pending"
-# The candidate's model fingerprint (components.shared.fingerprint), whatever the outcome.
+# The candidate's model fingerprint (components.tf_serving.fingerprint), whatever the outcome.
 MODEL_FINGERPRINT_PROPERTY = "model_fingerprint"
 # A candidate identical to a version already in the registry (the champion, a rolled-back version, the rejected
 # challenger): nothing pushed or registered. The sentence that says so, and that version's serving version.

@@ -29,9 +29,9 @@ import logging
 import uuid
 from pathlib import Path
 
-from torchtfx.components.shared import fingerprint
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import CHAMPION, SERVING_VERSION_TAG, Registry, identity_uri
+from torchtfx.components.tf_serving import fingerprint
 from torchtfx.components.tf_serving.errors import ServingConfigError
 from torchtfx.components.tf_serving.layout import versions, write_text_atomic
 

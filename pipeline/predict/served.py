@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchtfx.components.champion.resolve import Champion, checked_version, resolve_champion
-from torchtfx.components.promoter.target import ServingTarget, verify_folder
+from torchtfx.components.promoter.target import ServingTarget
 from torchtfx.components.shared import serving_identity
+from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import (
     CHAMPION,
     SERVING_VERSION_TAG,
@@ -18,6 +19,7 @@ from torchtfx.components.shared.mlflow_client import (
     TrackingUnavailableError,
     check_reachable,
 )
+from torchtfx.components.tf_serving.version_folder import check_registered_bytes
 from torchtfx.pipeline.predict.errors import PredictError
 
 
@@ -57,7 +59,9 @@ def _registered(target: ServingTarget, alias: str, version: int | None) -> Champ
         )
     what = f"registry version {chosen.version}" + (f" ({alias})" if version is None else "")
     found = checked_version(target.serving_dir, int(serving), str(chosen.version), "registry", what)
-    verify_folder(target, chosen)  # the folder holds the bytes registered under this version
+    # The folder holds the bytes registered under this version.
+    recorded = chosen.tags.get(MODEL_FINGERPRINT_TAG)
+    check_registered_bytes(target.serving_dir, serving, recorded, str(chosen.version), registry.model_name)
     return found
 
 

@@ -14,9 +14,9 @@ from tests.fakes.model_server import FakeModelServer
 from tests.unit.components.promoter.test_promotion import _digest, _saved_model
 from torchtfx.components.promoter import promotion
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
-from torchtfx.components.shared.fingerprint import saved_model_fingerprint
 from torchtfx.components.shared.mlflow_client import CHALLENGER, CHAMPION, Registry
 from torchtfx.components.tf_serving import model_config
+from torchtfx.components.tf_serving.fingerprint import saved_model_fingerprint
 
 REASONS = ["auc Overall candidate 0.60 champion 0.93"]
 

@@ -152,3 +152,17 @@ def test_an_unknown_alias_or_version_is_named(pipeline_root, taxi_csv, tmp_path)
     result = _predict(pipeline_root, "--data", str(taxi_csv), "--out", str(tmp_path / "b.csv"), "--version", "7")
     assert result.exit_code == 1 and "has no registry version 7; it has [1]" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_serving_folder_changed_on_disk_is_refused_by_name_and_nothing_is_written(pipeline_root, taxi_csv, tmp_path):
+    """The serving-folder reader predict shares with the Promoter (components/tf_serving/version_folder.py)."""
+    added = local_settings("taxi", pipeline_root, None).serving_model_dir / "1" / "added.txt"
+    added.write_text("not registered")
+    try:
+        result = _predict(pipeline_root, "--data", str(taxi_csv), "--out", str(tmp_path / "a.csv"), "--version", "1")
+    finally:
+        added.unlink()
+    assert result.exit_code == 1, result.output
+    held = re.escape(f"Error: {added.parent} does not hold registry version 1 of ")
+    assert re.match(held + r"\S+ \(on disk: sha256-tree-v1:", result.output), result.output
+    assert list(tmp_path.iterdir()) == []

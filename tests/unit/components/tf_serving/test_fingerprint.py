@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from torchtfx.components.shared import fingerprint
-from torchtfx.components.tf_serving import layout
+from torchtfx.components.tf_serving import fingerprint, layout
 
 
 def _model(path: Path) -> Path:
