@@ -34,7 +34,7 @@ from torchtfx.components.shared.run_identity import run_identity
 from torchtfx.components.torch_trainer import constants as keys
 from torchtfx.components.torch_trainer import flow
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.run_logs import default_log_root, run_log_dir
 from torchtfx.data.config.dataset import DatasetConfig
 

@@ -19,10 +19,17 @@ from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.cluster.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
-from torchtfx.components.torch_trainer.export.batch_sweep import SweepReport, enforce_sweep, sweep_batch_sizes
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
-from torchtfx.components.torch_trainer.export.parity import ParityReport, enforce, measure_parity
-from torchtfx.components.torch_trainer.export.precision import (
+from torchtfx.components.torch_trainer.handoff.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.handoff.materialize import materialize, through_transform_graph
+from torchtfx.components.torch_trainer.label_health import check_materialized_labels
+from torchtfx.components.torch_trainer.modeling.factory import build_model
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout, layout_from_transform
+from torchtfx.components.torch_trainer.run_logs import RunLogs
+from torchtfx.components.torch_trainer.savedmodel.batch_sweep import SweepReport, enforce_sweep, sweep_batch_sizes
+from torchtfx.components.torch_trainer.savedmodel.convert import build_serving_model, convert_onnx
+from torchtfx.components.torch_trainer.savedmodel.parity import ParityReport, enforce, measure_parity
+from torchtfx.components.torch_trainer.savedmodel.precision import (
     DriftReport,
     PrecisionVariantError,
     build_reduced_precision_variant,
@@ -30,17 +37,10 @@ from torchtfx.components.torch_trainer.export.precision import (
     routes,
     routing_drift,
 )
-from torchtfx.components.torch_trainer.export.routing import RoutingReport
-from torchtfx.components.torch_trainer.export.warmup import raw_examples, write_warmup_requests
-from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
-from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
-from torchtfx.components.torch_trainer.label_health import check_materialized_labels
-from torchtfx.components.torch_trainer.materialize import materialize, through_transform_graph
-from torchtfx.components.torch_trainer.modeling.factory import build_model
-from torchtfx.components.torch_trainer.run_logs import RunLogs
-from torchtfx.components.torch_trainer.trained_model import load_torch_model
+from torchtfx.components.torch_trainer.savedmodel.routing import RoutingReport
+from torchtfx.components.torch_trainer.savedmodel.trained_model import load_torch_model
+from torchtfx.components.torch_trainer.savedmodel.warmup import raw_examples, write_warmup_requests
 from torchtfx.components.torch_trainer.worker.in_process import run_in_process
-from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
 from torchtfx.data.config.dataset import DatasetConfig
 
 logger = logging.getLogger(__name__)
@@ -237,7 +237,7 @@ def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayo
 
 def _save_mlflow_model(request: TrainRequest, export_dir: Path) -> None:
     """The registry's MLflow Model, built from the final Format-Serving (warmup and precision included)."""
-    from torchtfx.components.torch_trainer.export.mlflow_model import INPUT_EXAMPLE_ROWS, save_mlflow_model
+    from torchtfx.components.torch_trainer.savedmodel.mlflow_model import INPUT_EXAMPLE_ROWS, save_mlflow_model
 
     examples = raw_examples(request.raw_eval_uri, INPUT_EXAMPLE_ROWS * 20, (request.dataset.label.column,))
     save_mlflow_model(contracts.mlflow_model_dir(request.model_uri), Path(request.serving_dir), export_dir,

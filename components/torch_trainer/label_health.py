@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
-from torchtfx.components.torch_trainer.features import FeatureLayout
-from torchtfx.components.torch_trainer.worker.shards import LABEL_FILE
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.shards import LABEL_FILE
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.task import BINARY, MULTICLASS, REGRESSION
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import tensorflow as tf
 
 from torchtfx.components.shared.contracts import TRAIN_LOG_FILE
-from torchtfx.components.torch_trainer.constants import CHECKPOINT_META_FILE
+from torchtfx.components.torch_trainer.handoff.constants import CHECKPOINT_META_FILE
 
 logger = logging.getLogger(__name__)
 

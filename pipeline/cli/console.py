@@ -100,7 +100,9 @@ HARMLESS_WARNINGS: tuple[KnownWarning, ...] = (
     # google-auth, in each Beam worker: grpcio 1.65 is what TFX 1.16 pins; no Google Cloud connection is made.
     KnownWarning(FutureWarning, "google.auth.transport.grpc", "grpcio < 1.83.0 does not support Post-Quantum"),
     # torch.from_numpy on the read-only eval arrays, whose tensors the ONNX check only reads.
-    KnownWarning(UserWarning, "torchtfx.components.torch_trainer.export.onnx_export", "The given NumPy array is not"),
+    KnownWarning(
+        UserWarning, "torchtfx.components.torch_trainer.torch_to_onnx.onnx_export", "The given NumPy array is not"
+    ),
     # TFMA 0.47's interpolated AUC-PR divides by empty threshold buckets (0/0), then sums with np.nansum.
     KnownWarning(RuntimeWarning, _TFMA_AUC, "invalid value encountered in divide"),
     KnownWarning(RuntimeWarning, _TFMA_AUC, "divide by zero encountered in divide"),

@@ -22,12 +22,12 @@ import torch.distributed as dist
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.features import FeatureLayout, layout_from_transform
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.materialize import FeatureFn, materialize, through_transform_graph
-from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.handoff.materialize import FeatureFn, materialize, through_transform_graph
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout, layout_from_transform
 from torchtfx.components.torch_trainer.worker.optimization import make_optimizer
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs
 from torchtfx.data.config.dataset import DatasetConfig
 

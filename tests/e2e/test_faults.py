@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from tests import helpers
-from torchtfx.components.torch_trainer.constants import AGENT_MODULE
+from torchtfx.components.torch_trainer.handoff.constants import AGENT_MODULE
 from torchtfx.data import synthetic_taxi
 
 pytestmark = [pytest.mark.e2e, pytest.mark.faults]

@@ -99,7 +99,7 @@ def test_first_run_runs_every_component_and_promotes_version_1(taxi_run):
     assert summary.custom("Promoter", "pushed_model", "pushed") == 1
     assert summary.custom("Promoter", "pushed_model", "pushed_version") == "1"
     assert (root / "serving" / "1" / "saved_model.pb").is_file()
-    from torchtfx.components.torch_trainer.export.warmup import WARMUP_BATCH_SIZES, replay_warmup
+    from torchtfx.components.torch_trainer.savedmodel.warmup import WARMUP_BATCH_SIZES, replay_warmup
 
     # The version's TF Serving warmup requests (assets.extra) run through its serving_default.
     replayed = replay_warmup(root / "serving" / "1")

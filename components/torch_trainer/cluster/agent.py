@@ -31,7 +31,7 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from torchtfx.components.torch_trainer.cluster import lifeline
-from torchtfx.components.torch_trainer.constants import WORKER_PROCESS_NAME
+from torchtfx.components.torch_trainer.handoff.constants import WORKER_PROCESS_NAME
 from torchtfx.components.torch_trainer.worker import train
 
 _PR_SET_NAME = 15  # linux/prctl.h

@@ -16,20 +16,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from torchtfx.components.shared.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.cluster import lifeline
-from torchtfx.components.torch_trainer.constants import AGENT_MODULE, FATAL_FILE
-from torchtfx.components.torch_trainer.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
-from torchtfx.components.torch_trainer.worker.job import TrainJob
+from torchtfx.components.torch_trainer.handoff.constants import AGENT_MODULE, FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainJob
 
 logger = logging.getLogger(__name__)
 
 # SIGTERM lets torchrun stop its workers; past this many seconds the agent's group is killed.
 STOP_GRACE_SECONDS = 15
-
-
-class TrainingFailedError(StageFailure):
-    """The DDP workers exited with an error; the message carries the tail of their log."""
 
 
 def ddp_workers(hp: TrainerHParams) -> int:

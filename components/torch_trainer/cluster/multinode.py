@@ -18,8 +18,8 @@ from torchtfx.components.torch_trainer.cluster.discovery import select_runner
 from torchtfx.components.torch_trainer.cluster.job_runner import ClusterJobRunner, load_kubernetes_apis
 from torchtfx.components.torch_trainer.cluster.pytorchjob_manifest import job_name, worker_command
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
-from torchtfx.components.torch_trainer.constants import FATAL_FILE
-from torchtfx.components.torch_trainer.worker.job import TrainJob
+from torchtfx.components.torch_trainer.handoff.constants import FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.job import TrainJob
 
 logger = logging.getLogger(__name__)
 

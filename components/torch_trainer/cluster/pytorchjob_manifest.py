@@ -25,7 +25,7 @@ from typing import Any
 from torchtfx.components.torch_trainer.cluster import pod_spec
 from torchtfx.components.torch_trainer.cluster.lifeline import MODULE as LIFELINE_MODULE
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
-from torchtfx.components.torch_trainer.constants import WORKER_MODULE
+from torchtfx.components.torch_trainer.handoff.constants import WORKER_MODULE
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
 CONTAINER = "pytorch"  # the operator finds the training container (and its port) by this exact name

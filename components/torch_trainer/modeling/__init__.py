@@ -1,1 +1,1 @@
-"""The user's model: the spec it is built from, the factory that builds it, the export heads, the zoo."""
+"""The user's model: its feature layout and spec, the factory that builds it, the export heads, the zoo."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, TASKS
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

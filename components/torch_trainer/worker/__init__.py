@@ -1,1 +1,1 @@
-"""The DDP worker processes torchrun starts: training loop, shards, model, metrics, rank 0's publish step."""
+"""The DDP worker processes torchrun starts: training loop, batches, metrics, rank 0's publish step."""

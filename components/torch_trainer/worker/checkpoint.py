@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 import torch
 
-from torchtfx.components.torch_trainer.constants import CHECKPOINT_META_FILE
+from torchtfx.components.torch_trainer.handoff.constants import CHECKPOINT_META_FILE
 
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from torchtfx.components.torch_trainer.constants import FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.constants import FATAL_FILE
 from torchtfx.components.torch_trainer.worker.collectives import is_timeout
 
 logger = logging.getLogger("torchtfx.train")

@@ -20,10 +20,10 @@ import torch
 import torch.distributed as dist
 
 from torchtfx.components.shared.mlflow_client import RedactCredentials
-from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.job import TrainJob
 from torchtfx.components.torch_trainer.worker import train
 from torchtfx.components.torch_trainer.worker.distributed import DistContext
-from torchtfx.components.torch_trainer.worker.job import TrainJob
 
 TRAIN_LOGGER = "torchtfx.train"
 

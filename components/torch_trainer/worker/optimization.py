@@ -10,9 +10,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.components.torch_trainer.modeling.spec import MULTICLASS, ModelSpec
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
 logger = logging.getLogger("torchtfx.train")
 

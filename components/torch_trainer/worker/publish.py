@@ -12,13 +12,13 @@ from torch import nn
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
-from torchtfx.components.torch_trainer.export.dynamo_export import ModelRecipe
-from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
+from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
-from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.torch_to_onnx.dynamo_export import ModelRecipe
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import check_onnx, export_onnx
 from torchtfx.components.torch_trainer.worker.metrics import plot_training_curves
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 
 logger = logging.getLogger("torchtfx.train")
 

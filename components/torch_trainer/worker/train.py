@@ -25,7 +25,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun, RedactCredentials
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainJob
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit, ShardBatches, eval_batch_size
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import loss_for, split_output, task_loss
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, ModelSpec
@@ -40,11 +42,9 @@ from torchtfx.components.torch_trainer.worker.collectives import (
 from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, NonFiniteGuard, anomaly_detection
 from torchtfx.components.torch_trainer.worker.distributed import DistContext, setup
 from torchtfx.components.torch_trainer.worker.fatal import is_peer_failure, record_fatal
-from torchtfx.components.torch_trainer.worker.job import TrainJob
 from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
 from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun, improves
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches, eval_batch_size
 from torchtfx.components.torch_trainer.worker.unused_parameters import (
     find_unused_parameters,
     needs_unused_parameter_search,

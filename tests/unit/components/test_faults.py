@@ -32,9 +32,9 @@ from torchtfx.components.shared.mlflow_client import CHAMPION, PREVIOUS, Registr
 from torchtfx.components.tf_serving import layout, model_config
 from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.constants import AGENT_MODULE, FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.constants import AGENT_MODULE, FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.job import TrainResult
 from torchtfx.components.torch_trainer.worker.checkpoint import save_atomic
-from torchtfx.components.torch_trainer.worker.job import TrainResult
 
 
 def _world(tmp_path: Path):
@@ -186,7 +186,7 @@ LAUNCHER = """
 import sys
 from pathlib import Path
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.worker.job import TrainJob
+from torchtfx.components.torch_trainer.handoff.job import TrainJob
 launch(TrainJob.load(Path(sys.argv[1])), Path(sys.argv[1]), Path(sys.argv[2]))
 """
 

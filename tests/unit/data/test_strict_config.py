@@ -10,7 +10,7 @@ import pytest
 from tests.paths import PROJECT_ROOT
 from torchtfx.components.tf_serving.batching import BatchingConfigError, BatchingParams
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobConfigError, PyTorchJobSettings
-from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import HParamsError, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig, DatasetConfigError, load_dataset_config
 from torchtfx.data.config.gates import GateConfig, GateConfigError
 from torchtfx.data.config.model import ModelConfig

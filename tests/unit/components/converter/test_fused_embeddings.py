@@ -14,11 +14,11 @@ from tests.helpers import FLOAT32_RERUN_TOLERANCE
 from torchtfx.components.converter import translator
 from torchtfx.components.converter.ops import FUSED_DOMAIN
 from torchtfx.components.converter.translator import OnnxGraphModule, fuse_embedding_lookups
-from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import export_onnx
 from torchtfx.data.config.model import ModelConfig
 
 SPEC = ModelSpec(("a", "b", "c"), ("x", "y", "z"), (11, 40, 5))

@@ -19,11 +19,11 @@ from torchtfx.components.converter.row_shards import (
     shard_rows,
 )
 from torchtfx.components.converter.translator import OnnxGraphModule
-from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import export_onnx
 from torchtfx.data.config.model import ModelConfig
 
 SPEC = ModelSpec(("a", "b", "c"), ("x", "y"), (11, 40))

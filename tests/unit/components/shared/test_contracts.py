@@ -9,7 +9,7 @@ from tfx.components.pusher import executor as pusher_executor
 from tfx.utils import path_utils
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.constants import WORKER_MODULE
+from torchtfx.components.torch_trainer.handoff.constants import WORKER_MODULE
 
 
 def test_model_layout_matches_tfx_path_utils(tmp_path):

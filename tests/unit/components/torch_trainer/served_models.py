@@ -9,10 +9,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx
-from torchtfx.components.torch_trainer.export.onnx_export import export_onnx
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead, task_loss
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.savedmodel.convert import build_serving_model, convert_onnx
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import export_onnx
 
 
 def train_briefly(model: nn.Module, tiny, steps: int = 30, lr: float = 1e-2) -> nn.Module:

@@ -12,10 +12,11 @@ import torch
 
 from tests import helpers
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError, launch
-from torchtfx.components.torch_trainer.constants import FATAL_FILE
-from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
-from torchtfx.components.torch_trainer.worker.job import TrainResult
+from torchtfx.components.torch_trainer.cluster.launch import launch
+from torchtfx.components.torch_trainer.handoff.constants import FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.hparams import HParamsError, TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainResult
 
 
 def test_two_process_ddp_trains_checkpoints_logs_and_exports(tmp_path, tiny_taxi):
@@ -52,7 +53,7 @@ def _local_sgd_rank(rank: int, job_path: str, store: str, out: str) -> None:
     """One of two real gloo ranks: train one epoch with local SGD, then report both ranks' parameters."""
     import torch.distributed as dist
 
-    from torchtfx.components.torch_trainer.worker.job import TrainJob
+    from torchtfx.components.torch_trainer.handoff.job import TrainJob
     from torchtfx.components.torch_trainer.worker.optimization import make_optimizer
     from torchtfx.components.torch_trainer.worker.train import DistContext, Trainer, load_train_objs
 

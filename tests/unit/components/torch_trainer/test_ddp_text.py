@@ -9,10 +9,10 @@ import onnx
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.features import FeatureLayout
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.data.config.model import ModelConfig
 
 VOCAB, MAX_LENGTH, SIGNAL = 40, 12, 7

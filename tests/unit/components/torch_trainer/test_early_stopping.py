@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.worker.outcomes import improves
 
 # Eval loss per epoch of the 1M-row scale bench run (tests/bench/results/scale.json's run before the change).

@@ -10,11 +10,11 @@ import tensorflow as tf
 import torch
 
 from tests.unit.components.torch_trainer.served_models import train_briefly
-from torchtfx.components.torch_trainer.export.convert import build_serving_model, convert_onnx, inlined_transform
-from torchtfx.components.torch_trainer.export.onnx_export import check_onnx, export_onnx
-from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
+from torchtfx.components.torch_trainer.savedmodel.convert import build_serving_model, convert_onnx, inlined_transform
+from torchtfx.components.torch_trainer.savedmodel.parity import ParityError, enforce, measure_parity
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import check_onnx, export_onnx
 
 
 def _trained_model(tiny_taxi, seed: int = 0) -> torch.nn.Module:

@@ -16,9 +16,10 @@ import torch.distributed as dist
 
 from tests import helpers
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError, failure_message, launch
-from torchtfx.components.torch_trainer.constants import FATAL_FILE
-from torchtfx.components.torch_trainer.hparams import HParamsError, TrainerHParams
+from torchtfx.components.torch_trainer.cluster.launch import failure_message, launch
+from torchtfx.components.torch_trainer.handoff.constants import FATAL_FILE
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.hparams import HParamsError, TrainerHParams
 from torchtfx.components.torch_trainer.worker import checkpoint, collectives, fatal, train
 
 # Rank 1 stops at its sixth training step (epoch 2), outside every collective (an endless loop, a read that never

@@ -10,15 +10,15 @@ import torch.distributed as dist
 
 from tests import helpers
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
-from torchtfx.components.torch_trainer.hparams import (
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
+from torchtfx.components.torch_trainer.handoff.hparams import (
     CPU_LOCAL_SGD_STEPS,
     CPU_WORKERS,
     IN_PROCESS_MAX_TRAIN_ROWS,
     TrainerHParams,
 )
+from torchtfx.components.torch_trainer.handoff.job import TrainResult
 from torchtfx.components.torch_trainer.worker.in_process import run_in_process
-from torchtfx.components.torch_trainer.worker.job import TrainResult
 
 
 def test_auto_trains_small_data_in_process_and_large_data_with_ddp():

@@ -16,10 +16,10 @@ from tfx.types import artifact_utils, standard_artifacts
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer import constants as keys
 from torchtfx.components.torch_trainer import executor, flow
-from torchtfx.components.torch_trainer.export.parity import ParityReport
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.job import TrainResult
 from torchtfx.components.torch_trainer.label_health import LabelHealthError, check_label_health
-from torchtfx.components.torch_trainer.worker.job import TrainResult
+from torchtfx.components.torch_trainer.savedmodel.parity import ParityReport
 from torchtfx.data.config.dataset import load_dataset_config
 
 

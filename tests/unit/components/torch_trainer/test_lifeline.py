@@ -84,10 +84,10 @@ def test_the_launch_command_puts_the_agent_behind_a_lifeline_and_names_the_fatal
     """The agent starts through the lifeline; it forks the workers, which check the marker and arm their own
     lifeline in-process (cluster/agent.py:worker, exercised by the DDP and fault tests)."""
     from torchtfx.components.torch_trainer.cluster.launch import agent_command
-    from torchtfx.components.torch_trainer.constants import AGENT_MODULE, FATAL_FILE
-    from torchtfx.components.torch_trainer.features import FeatureLayout
-    from torchtfx.components.torch_trainer.hparams import TrainerHParams
-    from torchtfx.components.torch_trainer.worker.job import TrainJob
+    from torchtfx.components.torch_trainer.handoff.constants import AGENT_MODULE, FATAL_FILE
+    from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+    from torchtfx.components.torch_trainer.handoff.job import TrainJob
+    from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 
     job = TrainJob(str(tmp_path / "data"), str(tmp_path / "model"), str(tmp_path / "run"),
                    FeatureLayout(("a",), (), (), "y"), TrainerHParams(num_workers=2), "", "e", "r", {})  # fmt: skip

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from torchtfx.components.torch_trainer.features import FeatureLayout
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit, ShardBatches
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import embedding_dims
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
 from torchtfx.components.torch_trainer.worker.metrics import roc_auc
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit, ShardBatches
 
 LAYOUT = FeatureLayout(dense=("a_xf", "b_xf"), embedded=("c_xf", "d_xf"), cardinalities=(5, 300), label="y_xf")
 

@@ -31,7 +31,7 @@ from torchtfx.components.torch_trainer.cluster.job_runner import ClusterJobFaile
 from torchtfx.components.torch_trainer.cluster.multinode import run_on_cluster, staging_for
 from torchtfx.components.torch_trainer.cluster.pytorchjob_runner import PyTorchJobFailedError, PyTorchJobRunner
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
-from torchtfx.components.torch_trainer.worker.job import TrainResult
+from torchtfx.components.torch_trainer.handoff.job import TrainResult
 
 
 def _free_port() -> int:

@@ -10,13 +10,13 @@ import torch
 from tests import helpers
 from tests.unit.components.torch_trainer import research_models
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.export.onnx_export import ExportError, export_onnx
+from torchtfx.components.torch_trainer.handoff.job import TrainResult
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.components.torch_trainer.modeling.factory import build_model
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead, ModelOutputError, split_output
 from torchtfx.components.torch_trainer.modeling.spec import ModelSpec
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import ExportError, export_onnx
 from torchtfx.components.torch_trainer.worker.in_process import run_in_process
-from torchtfx.components.torch_trainer.worker.job import TrainResult
-from torchtfx.components.torch_trainer.worker.shards import ArraySplit
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 
 MODULE = "tests.unit.components.torch_trainer.research_models"

@@ -13,7 +13,7 @@ import torch.distributed as dist
 from tests import helpers
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import MlflowRun
-from torchtfx.components.torch_trainer.constants import CHECKPOINT_META_FILE
+from torchtfx.components.torch_trainer.handoff.constants import CHECKPOINT_META_FILE
 from torchtfx.components.torch_trainer.worker import publish
 from torchtfx.components.torch_trainer.worker.checkpoint import save_checkpoint
 from torchtfx.components.torch_trainer.worker.optimization import make_optimizer

@@ -13,8 +13,9 @@ import pytest
 from tests import helpers
 from torchtfx.components.shared.contracts import TRAIN_LOG_FILE
 from torchtfx.components.torch_trainer import flow
-from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError, launch
-from torchtfx.components.torch_trainer.constants import CHECKPOINT_META_FILE
+from torchtfx.components.torch_trainer.cluster.launch import launch
+from torchtfx.components.torch_trainer.handoff.constants import CHECKPOINT_META_FILE
+from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
 from torchtfx.components.torch_trainer.run_logs import RunLogs, default_log_root, log_root_for, run_log_dir
 
 

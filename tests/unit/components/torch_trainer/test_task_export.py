@@ -9,10 +9,10 @@ import tensorflow as tf
 import torch
 
 from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
-from torchtfx.components.torch_trainer.export.onnx_export import check_onnx
-from torchtfx.components.torch_trainer.export.parity import ParityError, enforce, measure_parity
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.zoo import mlp
+from torchtfx.components.torch_trainer.savedmodel.parity import ParityError, enforce, measure_parity
+from torchtfx.components.torch_trainer.torch_to_onnx.onnx_export import check_onnx
 
 
 def _trained(tiny, steps: int = 40) -> torch.nn.Module:

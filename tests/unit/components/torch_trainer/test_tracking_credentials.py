@@ -17,7 +17,7 @@ import pytest
 from tests import helpers
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import launch
-from torchtfx.components.torch_trainer.worker.job import TrainJob, TrainResult
+from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
 
 USER, SECRET = "alice", "pw-7d1e3f-never-log-me"
 

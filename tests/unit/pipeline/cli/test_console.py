@@ -80,7 +80,9 @@ def test_a_default_run_shows_stage_lines_progress_and_every_warning_only():
     assert run.filter(_record("torchtfx.components.csv_input.executor", logging.INFO, checked, "*", "d", "s", 15002))
     assert run.filter(_record("torchtfx.train", logging.INFO, "Training done: best epoch %s of %s", 3, 6))
     assert not run.filter(_record("torchtfx.train", logging.INFO, "epoch %s/%s", 1, 12))
-    assert not run.filter(_record("torchtfx.components.torch_trainer.materialize", logging.INFO, "Materialized"))
+    assert not run.filter(
+        _record("torchtfx.components.torch_trainer.handoff.materialize", logging.INFO, "Materialized")
+    )
     assert run.filter(_record("torchtfx.components.tf_serving.transition", logging.WARNING, "staged"))
     assert run.filter(_ddp("2026-12-05 16:04:33,809 [rank 0] INFO Training done: best epoch 4 of 5"))
     assert not run.filter(_ddp("2026-12-05 16:04:09,576 [rank 0] INFO epoch 1/12 train_loss=0.2492"))
@@ -114,7 +116,7 @@ def root_handler(monkeypatch):
 
 def _emit_harmless_and_unknown(handler: logging.Handler) -> None:
     handler.handle(_record("absl", logging.WARNING, "ArtifactQuery.property_predicate is not supported."))
-    handler.handle(_record("torchtfx.components.torch_trainer.materialize", logging.INFO, "Materialized"))
+    handler.handle(_record("torchtfx.components.torch_trainer.handoff.materialize", logging.INFO, "Materialized"))
     handler.handle(_record("absl", logging.WARNING, "an unknown warning"))
     python = "You are using a non-supported Python version (3.10.13). Google will not post any further updates"
     warnings.warn_explicit(python, FutureWarning, "x.py", 1, module="google.api_core._python_version_support")

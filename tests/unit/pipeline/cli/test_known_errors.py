@@ -113,7 +113,7 @@ def test_a_shape_error_from_a_served_graph_names_the_cause_and_the_fix():
 
 def test_the_stage_of_a_shape_error_is_the_one_whose_code_is_on_the_traceback():
     code = compile("def parity(call):\n    call()\n", "parity.py", "exec")
-    trainer: dict = {"__name__": "torchtfx.components.torch_trainer.export.parity"}
+    trainer: dict = {"__name__": "torchtfx.components.torch_trainer.savedmodel.parity"}
     exec(code, trainer)  # a function of the Trainer's module, as its parity check calls the served model
 
     def call():

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.paths import PROJECT_ROOT
-from torchtfx.components.torch_trainer.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, resolved_for_kubeflow, settings_from_dict
 from torchtfx.pipeline.settings.declared import BY_KEY, KUBEFLOW, LOCAL, SETTINGS

@@ -209,7 +209,7 @@ def test_torchtfx_run_fails_naming_a_factory_that_calls_sys_exit(exiting_file, t
 def test_a_factory_that_exits_in_the_trainer_fails_the_training(exiting_file, tmp_path, tiny_taxi):
     """Only where training runs (the in-process worker, as in a DDP rank): SystemExit passed through the worker."""
     from tests import helpers
-    from torchtfx.components.torch_trainer.cluster.launch import TrainingFailedError
+    from torchtfx.components.torch_trainer.handoff.errors import TrainingFailedError
     from torchtfx.components.torch_trainer.worker.in_process import run_in_process
 
     model = embed_source(ModelConfig(factory=f"{exiting_file}:exits_in_training"))

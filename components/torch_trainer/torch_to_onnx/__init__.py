@@ -1,0 +1,1 @@
+"""PyTorch -> ONNX inside the DDP worker: export (TorchScript, uniform symbolics, dynamo fallback), shape checks."""
