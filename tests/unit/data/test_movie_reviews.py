@@ -11,7 +11,7 @@ import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from torchtfx.components.data_gate.drift import DRIFT_SPLIT, STATS_FILE, drift_lines
-from torchtfx.data.config.dataset import load_dataset_config
+from torchtfx.data.config.dataset import MAX_CELL_CHARS, load_dataset_config
 from torchtfx.data.csv_reader.check import check_inputs
 from torchtfx.data.csv_reader.columns import load_schema_types
 from torchtfx.data.csv_reader.sources import check_csv_structure, default_data_dir
@@ -51,7 +51,7 @@ def _split_statistics(rows: list[list[str]], root: Path) -> str:
         csv.writer(handle).writerows(rows)
     split = root / "stats" / f"Split-{DRIFT_SPLIT}"
     split.mkdir(parents=True)
-    stats = _statistics([data / "sample.csv"], ())
+    stats = _statistics([data / "sample.csv"], (), MAX_CELL_CHARS)
     (split / STATS_FILE).write_bytes(stats.SerializeToString())
     return str(root / "stats")
 
