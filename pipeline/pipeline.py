@@ -9,13 +9,12 @@ from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGe
 from tfx.orchestration.pipeline import Pipeline
 from tfx.proto import example_gen_pb2
 
-from torchtfx.components.champion.component import ChampionModel
-from torchtfx.components.csv_input.component import checked_csv_example_gen
-from torchtfx.components.data_gate.component import DataGate
-from torchtfx.components.data_gate.label_classes import LabelClasses
-from torchtfx.components.promoter.component import Promoter
+from torchtfx.components.champion.public import ChampionModel
+from torchtfx.components.csv_input.public import checked_csv_example_gen
+from torchtfx.components.data_gate.public import DataGate, LabelClasses
+from torchtfx.components.promoter.public import Promoter
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.component import TorchTrainer
+from torchtfx.components.torch_trainer.public import TorchTrainer
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.task import MULTICLASS
 from torchtfx.pipeline.evaluation import EVAL_EXTRACTORS_MODULE

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import click
 
-from torchtfx.components.promoter.promotion import PromotionError
+from torchtfx.components.promoter.public import PromotionError
 from torchtfx.components.shared.mlflow_client import RegistryVersionNotFoundError, TrackingUnavailableError, redact
 from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.tf_serving.errors import ServingConfigError

@@ -23,7 +23,7 @@ def local_settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, 
 
 
 def serving_target(settings):
-    from torchtfx.components.promoter.promotion import ServingTarget
+    from torchtfx.components.promoter.public import ServingTarget
     from torchtfx.components.shared.mlflow_client import Registry, resolve_tracking_uri
 
     registry = Registry(resolve_tracking_uri(settings.mlflow_default_uri), settings.registered_model_name)
@@ -54,7 +54,7 @@ def serving_target(settings):
 @reports_errors()
 def promote(dataset, pipeline_root, serving_dir, rollback, finish, registry_version, reason, serving_address):
     """Roll back to the previous champion, promote a registered version by hand, or finish a label move."""
-    from torchtfx.components.promoter import promotion
+    from torchtfx.components.promoter import public as promotion
 
     if sum([rollback, finish, registry_version is not None]) != 1:
         raise click.UsageError("give exactly one of --rollback, --finish or --version N")

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.handoff.hparams import CPU_WORKERS, TrainerHParams
+from torchtfx.components.torch_trainer.public import CPU_WORKERS, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
@@ -65,7 +65,7 @@ def pytorchjob_json(settings: KubeflowSettings, hparams: TrainerHParams) -> str:
     trainer = settings.trainer
     if trainer.num_nodes <= 1:
         return ""
-    from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings, SecretEnv
+    from torchtfx.components.torch_trainer.public import PyTorchJobSettings, SecretEnv
 
     pool = settings.node_pools[trainer.node_pool]
     secret_env = mlflow_secret_env(settings)

@@ -10,8 +10,7 @@ from typing import Any
 import pydantic
 
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES, redact
-from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import Toleration, VolumeMount
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.public import Toleration, TrainerHParams, VolumeMount
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
 from torchtfx.pipeline.kfp.beam_workers import WORKERS_FLAG, is_node_wide_worker_count
 from torchtfx.pipeline.kfp.pipeline_root import MULTI_USER_POLICY_BACKEND, check_multi_user_root

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
+from torchtfx.components.torch_trainer.public import PyTorchJobSettings
 from torchtfx.pipeline.kfp.config import KubeflowSettings
 
 # A memory-backed /dev/shm for DDP workers sharing one pod: a pod gets 64 MiB, and NCCL's intra-node

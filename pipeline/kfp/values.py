@@ -7,7 +7,7 @@ import posixpath
 import re
 from typing import Any
 
-from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import is_secret_name
+from torchtfx.components.torch_trainer.public import is_secret_name
 from torchtfx.pipeline.kfp.pipeline_root import NAMESPACE_PLACEHOLDER
 
 REMOTE_SCHEMES = ("gs://", "s3://", "minio://")

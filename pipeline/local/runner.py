@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pydantic
 
-from torchtfx.components.promoter.confirmation import IMMEDIATE, LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
+from torchtfx.components.promoter.public import IMMEDIATE, LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import (
     FAIL_IF_UNREACHABLE,
@@ -21,8 +21,7 @@ from torchtfx.components.shared.mlflow_client import (
     tracking_uri_or_none,
 )
 from torchtfx.components.tf_serving.batching import BatchingParams
-from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.public import DEFAULT_PARITY_TOLERANCE, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.strict import ConfigError, StrictConfig, one_of
 from torchtfx.data.csv_reader.sources import csv_files, default_data_dir
@@ -194,7 +193,7 @@ def _own_run_id_runner(run_id: str):
 def _require_no_pending_promotion(settings: LocalSettings) -> None:
     """Refuse in seconds what the Promoter would refuse after training and evaluating: a new run while the last
     promotion waits for `torchtfx promote --finish`."""
-    from torchtfx.components.promoter.journal import require_no_pending_promotion
+    from torchtfx.components.promoter.public import require_no_pending_promotion
 
     finish = ["torchtfx promote --finish", f"--dataset {settings.dataset.name}", f"--pipeline-root {settings.root}"]
     if settings.serving_dir is not None:

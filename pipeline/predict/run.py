@@ -16,8 +16,8 @@ import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
-from torchtfx.components.champion.resolve import Champion
-from torchtfx.components.promoter.target import ServingTarget
+from torchtfx.components.champion.public import Champion
+from torchtfx.components.promoter.public import ServingTarget
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.csv_reader.columns import ColumnPlan
 from torchtfx.data.csv_reader.decode import part_examples

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchtfx.components.champion.resolve import Champion, checked_version, resolve_champion
-from torchtfx.components.promoter.target import ServingTarget
+from torchtfx.components.champion.public import Champion, checked_version, resolve_champion
+from torchtfx.components.promoter.public import ServingTarget
 from torchtfx.components.shared import serving_identity
 from torchtfx.components.shared.contracts import MODEL_FINGERPRINT_TAG
 from torchtfx.components.shared.mlflow_client import (

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pydantic
 
-from torchtfx.components.promoter.confirmation import LABEL_CONFIRMATIONS, STAGED
+from torchtfx.components.promoter.public import LABEL_CONFIRMATIONS, STAGED
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
 from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.tf_serving.transition import DEFAULT_LOAD_TIMEOUT_S
-from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.public import DEFAULT_PARITY_TOLERANCE, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.config.strict import StrictConfig, one_of
 from torchtfx.pipeline.settings.resolve import SettingsError

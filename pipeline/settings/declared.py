@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchtfx.components.promoter.confirmation import LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
+from torchtfx.components.promoter.public import LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.public import TrainerHParams
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving_precision import PRECISIONS, DriftLimits, ServingConfig

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
-from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, provisional_spec
-from torchtfx.components.torch_trainer.modeling.spec import SequenceInput
+from torchtfx.components.torch_trainer.public import (
+    SequenceInput,
+    TrainerHParams,
+    build_model,
+    embed_source,
+    provisional_spec,
+)
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 from torchtfx.data.config.model import ModelConfigError
 from torchtfx.data.config.task import MULTICLASS

@@ -13,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.public import TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig, dataset_yaml_path, load_dataset_config
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig

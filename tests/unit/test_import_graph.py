@@ -250,3 +250,21 @@ def test_the_pipeline_imports_no_components_executor():
         (m, t) for m in pipeline for t in graph[m] if t.startswith("torchtfx.components.") and t.endswith(".executor")
     ]
     assert found == []
+
+
+# Below the pipeline, what it may import of components/: a component's public module, and the libraries.
+PIPELINE_LIBRARIES = ("shared", "tf_serving", "converter", "stage_failure")
+
+
+def test_the_pipeline_imports_only_a_components_public_module():
+    """Component internals are no library to the layer above: pipeline/ reaches a component through its
+    ``public.py`` (components/shared/public_names.py says why not its ``__init__``)."""
+    graph = _graph()
+    pipeline = [m for m in graph if m.startswith("torchtfx.pipeline.")]
+    found = []
+    for module in pipeline:
+        for target in graph[module]:
+            parts = target.split(".")
+            if parts[1] == "components" and parts[2] not in PIPELINE_LIBRARIES and parts[3:] != ["public"]:
+                found.append((module, target))
+    assert found == []
