@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from torchtfx.pipeline.cli.errors import reports_errors
-from torchtfx.pipeline.cli.options import direct_runner_options
+from torchtfx.pipeline.cli.options import checked_direct_runner, direct_runner_options
 from torchtfx.pipeline.cli.setting_options import declared_option
 
 FORMATS = ("csv", "parquet")  # pipeline/predict/writer.py's, here without importing Beam
@@ -71,6 +71,7 @@ def predict_cmd(data, out, fmt, dataset, pipeline_root, serving_dir, alias, regi
     from torchtfx.pipeline.predict.run import PredictRequest, predict
     from torchtfx.pipeline.predict.served import describe
 
+    checked_direct_runner(beam_mode, beam_workers)  # before anything is read or created
     settings = local_settings(dataset, pipeline_root, serving_dir)
     request = PredictRequest(data=data, out=out, dataset=settings.dataset, target=serving_target(settings), alias=alias,
                              version=registry_version, fmt=fmt, keys=tuple(keys), beam_mode=beam_mode,

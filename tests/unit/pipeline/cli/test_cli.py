@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+import pytest
 from click.testing import CliRunner
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -172,3 +173,17 @@ def test_draft_schema_reads_quoted_line_breaks_and_cells_up_to_max_cell_chars(tm
     assert _run("draft-schema", "--data-dir", str(data), "--out", str(out)).exit_code == 0  # default: 1,048,576
     types = {f.name: f.type for f in text_format.Parse(out.read_text(), schema_pb2.Schema()).feature}
     assert types == {"a": schema_pb2.INT, "b": schema_pb2.BYTES}
+
+
+@pytest.mark.parametrize("value", ["100000", "0"])
+def test_predict_refuses_a_beam_worker_count_no_one_can_mean_before_reading_anything(tmp_path, value):
+    """``run`` refused --beam-workers 100000 by the declared bounds; ``predict`` took it as it was."""
+    data = tmp_path / "data"
+    data.mkdir()
+    result = CliRunner().invoke(cli, ["predict", "--data", str(data), "--out", str(tmp_path / "scores.csv"),
+                                      "--pipeline-root", str(tmp_path / "root"), "--beam-workers", value])  # fmt: skip
+    assert result.exit_code != 0
+    if value != "0":  # 0 is refused by click's own minimum, as for run
+        assert "beam.workers (command line: --beam-workers): must be a whole number from 1 to 1,024" in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "root").exists() and not (tmp_path / "scores.csv").exists()
