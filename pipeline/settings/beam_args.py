@@ -10,6 +10,7 @@ import re
 import zipfile
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchtfx.data.config.strict import StrictConfig, one_of, whole_number
 from torchtfx.data.resources import source_checkout
@@ -21,7 +22,10 @@ BEAM_MODES = (BEAM_MODE_AUTO, "in_memory", "multi_processing")
 # The DirectRunner's worker processes run on this one machine: no node has more than 1,024 cores (100,000 was
 # accepted, issue #41).
 MAX_BEAM_WORKERS = 1024
-BeamWorkers = whole_number(1, MAX_BEAM_WORKERS)
+if TYPE_CHECKING:
+    BeamWorkers = int
+else:
+    BeamWorkers = whole_number(1, MAX_BEAM_WORKERS)
 # Inputs below this run every Beam stage in the pipeline process (--direct_running_mode=in_memory).
 SMALL_INPUT_BYTES = 32 * 2**20
 

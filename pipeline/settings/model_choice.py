@@ -25,7 +25,7 @@ def checked_hparams(dataset: DatasetConfig, hparams: TrainerHParams, base_dir: P
     """``hparams`` (with the model the settings resolved: pipeline/settings/resolve.py) with a file factory's
     source embedded, once the model is known to build for the dataset's task and inputs."""
     model = embed_source(hparams.model, base_dir)
-    classes = dataset.label.num_classes if dataset.task == MULTICLASS else 1
+    classes = (dataset.label.num_classes or 1) if dataset.task == MULTICLASS else 1  # multiclass: never None
     sequences = tuple(
         SequenceInput(transformed_name(key), RESERVED_IDS + text.top_k + text.num_oov_buckets, text.max_length)
         for key, text in sorted(dataset.text.items())

@@ -34,7 +34,7 @@ def _write(tmp_path, text: str, name: str = "mine.yaml"):
         (
             "slices:",
             "slice:",
-            "unknown key slice; allowed keys here: defaults, features, gates, label, max_cell_chars, missing_values, model,",
+            "unknown key slice; allowed keys here: defaults, features, gates, label, max_cell_chars, missing_values,",
         ),
         ("  categorical:", "  categorcal:", "unknown key features.categorcal; allowed keys here: bucketized, "),
         ("  column: tips", "  colum: tips", "unknown key label.colum; allowed keys here: column, log1p, missing, name"),
