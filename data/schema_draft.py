@@ -125,15 +125,17 @@ def _warn_about_markers(scans: dict[str, _ColumnScan]) -> frozenset[str]:
                 "Column %r holds numbers and %s, which is not among the missing-value markers given: drafted as "
                 "text (BYTES). If it means 'no value', pass it with --missing-value and list it under "
                 "missing_values in the dataset config (the default list has it)",
-                name, _counted(scan.unlisted),
-            )  # fmt: skip
+                name,
+                _counted(scan.unlisted),
+            )
         elif scan.markers:
             blanked.add(name)
             logger.warning(
                 "Column %r holds numbers and %s: read as missing, so the column is drafted as a number. ExampleGen "
                 "reads them so only while the dataset config's missing_values lists them (the default list does)",
-                name, _counted(scan.markers),
-            )  # fmt: skip
+                name,
+                _counted(scan.markers),
+            )
     return frozenset(blanked)
 
 

@@ -99,8 +99,18 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
         module_path=EVAL_EXTRACTORS_MODULE,
     ).with_id(contracts.EVALUATOR_ID)
     promoter = _promoter(settings, example_gen, statistics_gen, trainer, champion, evaluator)
-    components = [example_gen, statistics_gen, schema_gen, example_validator, data_gate, transform, trainer,
-                  champion, evaluator, promoter]  # fmt: skip
+    components = [
+        example_gen,
+        statistics_gen,
+        schema_gen,
+        example_validator,
+        data_gate,
+        transform,
+        trainer,
+        champion,
+        evaluator,
+        promoter,
+    ]
     return Pipeline(
         pipeline_name=settings.pipeline_name,
         pipeline_root=settings.pipeline_root,

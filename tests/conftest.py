@@ -82,7 +82,13 @@ def taxi_pipeline(tmp_path, taxi_cfg):
     from torchtfx.pipeline.pipeline import create_pipeline
     from torchtfx.pipeline.settings.bound import PipelineSettings
 
-    return create_pipeline(PipelineSettings(
-        dataset=taxi_cfg, hparams=TrainerHParams(), pipeline_root=str(tmp_path / "root"), data_root=str(tmp_path),
-        serving_model_dir=str(tmp_path / "serving"), mlflow_tracking_uri="sqlite:///x.db",
-    ))  # fmt: skip
+    return create_pipeline(
+        PipelineSettings(
+            dataset=taxi_cfg,
+            hparams=TrainerHParams(),
+            pipeline_root=str(tmp_path / "root"),
+            data_root=str(tmp_path),
+            serving_model_dir=str(tmp_path / "serving"),
+            mlflow_tracking_uri="sqlite:///x.db",
+        )
+    )

@@ -26,8 +26,11 @@ def convert_main(onnx_path: Path, out_dir: Path, inputs: Path | None, float16: b
     try:
         feeds = dict(np.load(inputs)) if inputs else None
     except (OSError, ValueError) as err:
-        print(f"error: --inputs {inputs} is not a readable .npz ({err}); write it with numpy.savez, one array per "
-              "ONNX input name", file=sys.stderr)  # fmt: skip
+        print(
+            f"error: --inputs {inputs} is not a readable .npz ({err}); write it with numpy.savez, one array per "
+            "ONNX input name",
+            file=sys.stderr,
+        )
         return 2
     try:
         report = convert(onnx_path, out_dir, feeds, float16=float16)

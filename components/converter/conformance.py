@@ -38,23 +38,33 @@ FLOAT16_RTOL = 2e-2
 # Float32 tests whose values float16 cannot hold: not a translator fault, what the FP16 drift gate is for.
 FLOAT16_RANGE = {
     **dict.fromkeys(
-        ("test_softmax_large_number", "test_softmax_large_number_expanded",
-         "test_softmax_large_number_expanded_ver18", "test_logsoftmax_large_number",
-         "test_logsoftmax_large_number_expanded", "test_logsoftmax_large_number_expanded_ver18"),
+        (
+            "test_softmax_large_number",
+            "test_softmax_large_number_expanded",
+            "test_softmax_large_number_expanded_ver18",
+            "test_logsoftmax_large_number",
+            "test_logsoftmax_large_number_expanded",
+            "test_logsoftmax_large_number_expanded_ver18",
+        ),
         "inputs up to 10003: float16's spacing there is 8, so x - max(x) loses the differences",
     ),
     "test_reduce_prod_default_axes_keepdims_example": "the product 12! = 4.8e8 overflows float16 (max 65504)",
     "test_dynamicquantizelinear_expanded": "the scale computed in float16 puts some values one quantization step "
     "away (the fused DynamicQuantizeLinear computes it in float32)",
-}  # fmt: skip
+}
 # The issue's targets: the share of the node suite's included tests that pass; all of the pytorch-* suites.
 TARGETS = {"node": 0.95, "pytorch-operator": 1.0, "pytorch-converted": 1.0}
 
 _EXCLUDED_TYPES: dict[int, str] = {
-    TensorProto.BFLOAT16: "bfloat16", TensorProto.STRING: "string tensors",
-    TensorProto.FLOAT8E4M3FN: "float8", TensorProto.FLOAT8E4M3FNUZ: "float8", TensorProto.FLOAT8E5M2: "float8",
-    TensorProto.FLOAT8E5M2FNUZ: "float8", TensorProto.UINT4: "int4", TensorProto.INT4: "int4",
-}  # fmt: skip
+    TensorProto.BFLOAT16: "bfloat16",
+    TensorProto.STRING: "string tensors",
+    TensorProto.FLOAT8E4M3FN: "float8",
+    TensorProto.FLOAT8E4M3FNUZ: "float8",
+    TensorProto.FLOAT8E5M2: "float8",
+    TensorProto.FLOAT8E5M2FNUZ: "float8",
+    TensorProto.UINT4: "int4",
+    TensorProto.INT4: "int4",
+}
 # Included tests that do not pass, each for a reason outside the translator; they count as not passed. A test
 # that fails and is not here is a regression (tests/unit/components/converter/test_conformance.py).
 KNOWN_DIFFERENCES = {
@@ -261,8 +271,11 @@ def suite_figures(results: list[CaseResult]) -> dict[str, dict[str, float]]:
         counts = Counter(r.status for r in results if r.suite == suite)
         included = counts["passed"] + counts["failed"] + counts["unsupported"]
         rate = counts["passed"] / included if included else 1.0
-        figures[suite] = {**{k: counts[k] for k in ("passed", "failed", "unsupported", "excluded")},
-                          "included": included, "pass_rate": rate}  # fmt: skip
+        figures[suite] = {
+            **{k: counts[k] for k in ("passed", "failed", "unsupported", "excluded")},
+            "included": included,
+            "pass_rate": rate,
+        }
     return figures
 
 
@@ -281,8 +294,10 @@ def operator_table(results: list[CaseResult]) -> list[tuple[str, int, int, int, 
 def render(results: list[CaseResult], failures: bool = True) -> str:
     lines = ["suite               passed  failed  unsupported  excluded  pass rate (of included)"]
     for suite, f in suite_figures(results).items():
-        lines.append(f"{suite:<18} {f['passed']:>7} {f['failed']:>7} {f['unsupported']:>12} {f['excluded']:>9}"
-                     f"  {f['pass_rate']:.1%} of {f['included']}")  # fmt: skip
+        lines.append(
+            f"{suite:<18} {f['passed']:>7} {f['failed']:>7} {f['unsupported']:>12} {f['excluded']:>9}"
+            f"  {f['pass_rate']:.1%} of {f['included']}"
+        )
     excluded = Counter(r.detail for r in results if r.status == "excluded")
     lines.append("excluded: " + ", ".join(f"{why} {n}" for why, n in excluded.most_common()))
     if failures:
@@ -313,8 +328,11 @@ def meets_targets(results: list[CaseResult], float16: bool = False) -> list[str]
     for suite, f in suite_figures(results).items():
         if suite in TARGETS and f["pass_rate"] < TARGETS[suite] and not float16:
             misses.append(f"{suite}: {f['pass_rate']:.1%} passed, target {TARGETS[suite]:.0%}")
-    misses += [f"{r.suite}/{r.name} does not pass ({r.status}: {r.detail})" for r in results
-               if r.status in ("failed", "unsupported") and r.name not in known]  # fmt: skip
+    misses += [
+        f"{r.suite}/{r.name} does not pass ({r.status}: {r.detail})"
+        for r in results
+        if r.status in ("failed", "unsupported") and r.name not in known
+    ]
     return misses
 
 

@@ -54,10 +54,12 @@ def _load_external_data(model: onnx.ModelProto, path: Path) -> None:
                 f"{resolved}, outside the model's folder {folder}; the converter reads external data only from "
                 "that folder. Fix: copy the data file into the model's folder (not a symlink out of it) and name "
                 "it by its relative path"
-            )  # fmt: skip
+            )
         if not resolved.is_file():
-            raise ConversionError(f"{path}: the external data file {location!r} of tensor {tensor.name!r} is "
-                                  f"missing. Fix: put it beside the model, in {folder}")  # fmt: skip
+            raise ConversionError(
+                f"{path}: the external data file {location!r} of tensor {tensor.name!r} is "
+                f"missing. Fix: put it beside the model, in {folder}"
+            )
     try:
         onnx.load_external_data_for_model(model, str(folder))
     except (OSError, ValueError) as err:
@@ -81,8 +83,12 @@ def external_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
 
 
 def _attribute_tensors(attribute: AttributeProto) -> list[TensorProto]:
-    return [attribute.t, *attribute.tensors, attribute.sparse_tensor.values,
-            *(s.values for s in attribute.sparse_tensors)]  # fmt: skip
+    return [
+        attribute.t,
+        *attribute.tensors,
+        attribute.sparse_tensor.values,
+        *(s.values for s in attribute.sparse_tensors),
+    ]
 
 
 def _attribute_graphs(attribute: AttributeProto) -> list[GraphProto]:

@@ -56,8 +56,10 @@ class ConversionReport:
 
     def describe(self) -> str:
         lines = [f"SavedModel written to {self.out_dir} (signature {SIGNATURE!r})"]
-        lines += [f"  parity vs onnxruntime, {p.name}: max |diff| {p.max_abs_diff:.3g}, relative {p.max_rel_diff:.3g}"
-                  for p in self.parity]  # fmt: skip
+        lines += [
+            f"  parity vs onnxruntime, {p.name}: max |diff| {p.max_abs_diff:.3g}, relative {p.max_rel_diff:.3g}"
+            for p in self.parity
+        ]
         if self.repairs:
             lines.append(f"  graph repairs: {', '.join(self.repairs)}")
         return "\n".join(lines)
@@ -77,10 +79,15 @@ def input_specs(graph: onnx.GraphProto, inputs: list[str]) -> list[tf.TensorSpec
     for name in inputs:
         tensor = by_name[name].type.tensor_type
         if tensor.elem_type not in DTYPES:
-            raise ConversionError(f"input {name!r} has ONNX type {TensorProto.DataType.Name(tensor.elem_type)}, "
-                                  "which the converter does not take")  # fmt: skip
-        shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim] if tensor.HasField(
-            "shape") else None  # fmt: skip
+            raise ConversionError(
+                f"input {name!r} has ONNX type {TensorProto.DataType.Name(tensor.elem_type)}, "
+                "which the converter does not take"
+            )
+        shape = (
+            [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+            if tensor.HasField("shape")
+            else None
+        )
         specs.append(tf.TensorSpec(shape, DTYPES[tensor.elem_type], name=_signature_name(name)))
     return specs
 
@@ -101,8 +108,9 @@ def build(model: onnx.ModelProto, float16: bool = False) -> tuple[tf.Module, tup
     return module, fired
 
 
-def convert(onnx_path: Path, out_dir: Path, inputs: dict[str, np.ndarray] | None = None, float16: bool = False,
-            seed: int = 0) -> ConversionReport:  # fmt: skip
+def convert(
+    onnx_path: Path, out_dir: Path, inputs: dict[str, np.ndarray] | None = None, float16: bool = False, seed: int = 0
+) -> ConversionReport:
     """Write the SavedModel of ``onnx_path`` to ``out_dir`` and measure it against onnxruntime; ``out_dir``
     appears only when both finished (:class:`ConversionError` otherwise)."""
     _check_out_dir(out_dir)
@@ -132,8 +140,18 @@ def _runtime_errors() -> tuple[type[BaseException], ...]:
     """onnxruntime's exceptions (each derives from Exception only) and the MemoryError of a failed allocation."""
     from onnxruntime.capi import onnxruntime_pybind11_state as state
 
-    names = ("Fail", "RuntimeException", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NoSuchFile",
-             "NotImplemented", "EPFail", "ModelLoaded", "EngineError")  # fmt: skip
+    names = (
+        "Fail",
+        "RuntimeException",
+        "InvalidArgument",
+        "InvalidGraph",
+        "InvalidProtobuf",
+        "NoSuchFile",
+        "NotImplemented",
+        "EPFail",
+        "ModelLoaded",
+        "EngineError",
+    )
     return (MemoryError, *(getattr(state, n) for n in names if isinstance(getattr(state, n, None), type)))
 
 
@@ -147,18 +165,25 @@ def _failing_as(stage: str, errors: tuple[type[BaseException], ...], fix: str = 
     except errors as err:
         text = re.sub(r"/onnxruntime_src/\S+:\d+ (\S+ )?\S*onnxruntime::\S*?\([^)]*\)\S* ", "", str(err))
         first = " ".join(text.split())[:400] or type(err).__name__
-        fix = fix or ("the graph is outside what the converter can build; report it with the model, or rewrite "
-                      "the part named above")  # fmt: skip
-        raise ConversionError(f"the model does not convert: {stage} failed: {type(err).__name__}: {first}. "
-                              f"Fix: {fix}. Nothing was written") from None  # fmt: skip
+        fix = fix or (
+            "the graph is outside what the converter can build; report it with the model, or rewrite "
+            "the part named above"
+        )
+        raise ConversionError(
+            f"the model does not convert: {stage} failed: {type(err).__name__}: {first}. "
+            f"Fix: {fix}. Nothing was written"
+        ) from None
 
 
 def _check_out_dir(out_dir: Path) -> None:
     """Refuse, before any work, an ``out_dir`` that holds something other than an earlier SavedModel."""
-    if out_dir.exists() and not (out_dir.is_dir() and (not any(out_dir.iterdir()) or
-                                                       (out_dir / "saved_model.pb").is_file())):  # fmt: skip
-        raise ConversionError(f"{out_dir} exists and is not a SavedModel folder; convert replaces only an earlier "
-                              "SavedModel. Fix: name a new folder, or remove that one")  # fmt: skip
+    if out_dir.exists() and not (
+        out_dir.is_dir() and (not any(out_dir.iterdir()) or (out_dir / "saved_model.pb").is_file())
+    ):
+        raise ConversionError(
+            f"{out_dir} exists and is not a SavedModel folder; convert replaces only an earlier "
+            "SavedModel. Fix: name a new folder, or remove that one"
+        )
 
 
 def _publish(staging: Path, out_dir: Path) -> None:
@@ -222,5 +247,7 @@ def _parity(onnx_path: Path, saved: str, model: onnx.ModelProto, feeds: list[dic
     return tuple(OutputParity(n, *worst[n]) for n in names)
 
 
-_ORT_FIX = ("the ONNX model itself does not run at these input shapes (onnxruntime is the reference): export it "
-            "again, or give inputs it runs on with --inputs")  # fmt: skip
+_ORT_FIX = (
+    "the ONNX model itself does not run at these input shapes (onnxruntime is the reference): export it "
+    "again, or give inputs it runs on with --inputs"
+)

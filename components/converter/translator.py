@@ -43,8 +43,10 @@ class ConversionError(RuntimeError):
 class UnsupportedOpsError(ConversionError):
     def __init__(self, unsupported: dict[str, list[str]]) -> None:
         self.unsupported = unsupported
-        listed = "; ".join(f"{op} (nodes {', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
-                           for op, nodes in sorted(unsupported.items()))  # fmt: skip
+        listed = "; ".join(
+            f"{op} (nodes {', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''})"
+            for op, nodes in sorted(unsupported.items())
+        )
         super().__init__(f"ONNX ops outside the translator's op set: {listed}")
 
 
@@ -75,8 +77,9 @@ def _static_scalar(name: str, constants: dict[str, np.ndarray]) -> int | None:
 def _lookup_of(concat_input: str, ctx: dict) -> tuple[str, int, str] | None:
     """``(ids, column, table)`` when ``concat_input`` is ``Gather(table, Gather(ids, column, axis=1))``: one
     feature's embedding lookup as torch exports ``nn.Embedding(ids[:, column])``, each node used once."""
-    producer, consumers, constants, initializers, ranks = (ctx[k] for k in ("producer", "consumers", "constants",
-                                                                            "initializers", "ranks"))  # fmt: skip
+    producer, consumers, constants, initializers, ranks = (
+        ctx[k] for k in ("producer", "consumers", "constants", "initializers", "ranks")
+    )
     outer = producer.get(concat_input)
     if outer is None or outer.op_type != "Gather" or outer.domain or len(outer.input) != 2:
         return None
@@ -152,8 +155,9 @@ def _store_wrapped_tables(graph: onnx.GraphProto, initializers: dict[str, np.nda
             table = node.input[position]
             small = initializers[table].nbytes <= _WRAPPED_TABLE_MAX_BYTES
             if small and f"{table}/wrapped" not in added:
-                graph.initializer.append(numpy_helper.from_array(np.concatenate([initializers[table]] * 2),
-                                                                 f"{table}/wrapped"))  # fmt: skip
+                graph.initializer.append(
+                    numpy_helper.from_array(np.concatenate([initializers[table]] * 2), f"{table}/wrapped")
+                )
                 added.add(f"{table}/wrapped")
             if small:
                 node.input[position] = f"{table}/wrapped"
@@ -177,11 +181,19 @@ def _graph_context(graph: onnx.GraphProto) -> dict:
     for node in graph.node:
         if node.op_type == "Constant" and not node.domain and node.attribute and node.attribute[0].name == "value":
             constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [*graph.input, *graph.value_info]
-             if v.type.tensor_type.HasField("shape")}  # fmt: skip
+    ranks = {
+        v.name: len(v.type.tensor_type.shape.dim)
+        for v in [*graph.input, *graph.value_info]
+        if v.type.tensor_type.HasField("shape")
+    }
     initializers = {t.name: constants[t.name] for t in graph.initializer}
-    return {"producer": producer, "consumers": consumers, "constants": constants, "initializers": initializers,
-            "ranks": ranks}  # fmt: skip
+    return {
+        "producer": producer,
+        "consumers": consumers,
+        "constants": constants,
+        "initializers": initializers,
+        "ranks": ranks,
+    }
 
 
 def _lookup_runs(concat: onnx.NodeProto, ctx: dict) -> list[tuple[int, list[tuple[str, int, str]]]]:
@@ -203,10 +215,16 @@ def _fused_concat(concat: onnx.NodeProto, start: int, lookups: list[tuple[str, i
     tables = [table for _, _, table in lookups]
     inputs = [lookups[0][0], *tables, *concat.input[:start], *concat.input[start + len(lookups) :]]
     return helper.make_node(
-        "EmbeddingConcat", inputs, list(concat.output), name=f"{concat.name or 'concat'}/fused_embeddings",
-        domain=FUSED_DOMAIN, axis=1, at=start, columns=[c for _, c, _ in lookups],
+        "EmbeddingConcat",
+        inputs,
+        list(concat.output),
+        name=f"{concat.name or 'concat'}/fused_embeddings",
+        domain=FUSED_DOMAIN,
+        axis=1,
+        at=start,
+        columns=[c for _, c, _ in lookups],
         rows=[ctx["initializers"][t].shape[0] for t in tables],
-    )  # fmt: skip
+    )
 
 
 # Float inputs that are sizes, not data: (op, input position). They stay float32 in a float16 network, where a
@@ -216,8 +234,12 @@ _SIZE_INPUTS = {("Resize", 2), ("Upsample", 1)}
 
 def _exact_float_inputs(graph: onnx.GraphProto) -> set[str]:
     """Names of the constants and initializers a float16 network must keep in float32 (:data:`_SIZE_INPUTS`)."""
-    return {name for node in graph.node for position, name in enumerate(node.input)
-            if name and (node.op_type, position) in _SIZE_INPUTS}  # fmt: skip
+    return {
+        name
+        for node in graph.node
+        for position, name in enumerate(node.input)
+        if name and (node.op_type, position) in _SIZE_INPUTS
+    }
 
 
 class OnnxGraphModule(tf.Module):
@@ -244,8 +266,10 @@ class OnnxGraphModule(tf.Module):
         opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
         exact = _exact_float_inputs(graph)
         self._nodes = [Node(n, tf.float32 if set(n.output) & exact else self._float, opset) for n in graph.node]
-        initializers = {t.name: numpy_helper.to_array(t) if t.name in exact else
-                        self._in_compute_dtype(numpy_helper.to_array(t)) for t in graph.initializer}  # fmt: skip
+        initializers = {
+            t.name: numpy_helper.to_array(t) if t.name in exact else self._in_compute_dtype(numpy_helper.to_array(t))
+            for t in graph.initializer
+        }
         self._inputs = [i.name for i in graph.input if i.name not in initializers]
         self._outputs = [o.name for o in graph.output]
         # Declared float32 in the graph: cast on entry and exit (a float16 network only).
@@ -265,9 +289,12 @@ class OnnxGraphModule(tf.Module):
         self.weights = variables  # tracked by tf.Module: saved with the SavedModel
         logger.info(
             "Translated ONNX graph: %s nodes, %s op types, %.1f MiB of weights as %s, computing in %s",
-            len(self._nodes), len({n.op_type for n in self._nodes}), float_bytes / 2**20,
-            "variables" if as_variables else "graph constants", self._float.name,
-        )  # fmt: skip
+            len(self._nodes),
+            len({n.op_type for n in self._nodes}),
+            float_bytes / 2**20,
+            "variables" if as_variables else "graph constants",
+            self._float.name,
+        )
 
     def _in_compute_dtype(self, value: np.ndarray) -> np.ndarray:
         if self._float == tf.float32 or value.dtype != np.float32:

@@ -32,6 +32,8 @@ def drift_lines(current_uri: str, baseline_uri: str, schema: schema_pb2.Schema) 
     for feature, info in sorted(found.anomaly_info.items()):
         reasons = [r.description for r in info.reason if r.type in _DRIFT_TYPES]
         if reasons:
-            lines.append(f"split '{DRIFT_SPLIT}', column '{feature}': drift from the champion's training data: "
-                         + "; ".join(reasons))  # fmt: skip
+            lines.append(
+                f"split '{DRIFT_SPLIT}', column '{feature}': drift from the champion's training data: "
+                + "; ".join(reasons)
+            )
     return lines

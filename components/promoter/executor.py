@@ -159,8 +159,9 @@ class Executor(pusher_executor.Executor):
             self._mark_unchanged(pushed, recorded, target)
         logger.warning("Candidate rejected; production unchanged:\n%s", "\n".join(reasons))
 
-    def _mark_unchanged(self, pushed: types.Artifact, outcome: promotion.Unchanged,
-                        target: promotion.ServingTarget) -> None:  # fmt: skip
+    def _mark_unchanged(
+        self, pushed: types.Artifact, outcome: promotion.Unchanged, target: promotion.ServingTarget
+    ) -> None:
         """Not pushed (TFX's marks), and why: the sentence the run report prints, and the version it matched."""
         self._MarkNotPushed(pushed)
         pushed.set_string_custom_property(UNCHANGED_PROPERTY, outcome.message)

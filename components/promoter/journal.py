@@ -37,8 +37,17 @@ from torchtfx.components.tf_serving.layout import promotion_lock
 from torchtfx.components.tf_serving.model_config import CANARY, STABLE, ServedState
 from torchtfx.components.tf_serving.transition import Served
 
-__all__ = ["JOURNAL_FILE", "Entry", "PromotionError", "Repair", "ServingTarget", "finish", "pending_label_move",
-           "reconcile", "switch"]  # fmt: skip
+__all__ = [
+    "JOURNAL_FILE",
+    "Entry",
+    "PromotionError",
+    "Repair",
+    "ServingTarget",
+    "finish",
+    "pending_label_move",
+    "reconcile",
+    "switch",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +109,9 @@ def pending_in(serving_dir: Path) -> int | None:
     return entry.serving_version if entry is not None and entry.step == STEP_LABELS else None
 
 
-def require_no_pending_promotion(serving_dir: Path, server_address: str | None, confirm_labels: str,
-                                 finish: str = "torchtfx promote --finish") -> None:  # fmt: skip
+def require_no_pending_promotion(
+    serving_dir: Path, server_address: str | None, confirm_labels: str, finish: str = "torchtfx promote --finish"
+) -> None:
     """Refuse a run at its start when the serving directory's last promotion waits for ``promote --finish``:
     its Promoter would refuse after training and evaluating (minutes). With a server address (it confirms the
     load) or ``immediate`` (the setting confirms it) the Promoter settles the pending move itself. ``finish``:
@@ -129,14 +139,25 @@ def _registry_target(target: ServingTarget) -> ServedState | None:
     return target_state(target.serving_dir, champion, previous)
 
 
-def switch(target: ServingTarget, served: Served, desired: ServedState, entry: Entry,
-           unconfirmed: frozenset[int] = frozenset(), move_aliases=None) -> str:  # fmt: skip
+def switch(
+    target: ServingTarget,
+    served: Served,
+    desired: ServedState,
+    entry: Entry,
+    unconfirmed: frozenset[int] = frozenset(),
+    move_aliases=None,
+) -> str:
     """Stage ``desired`` (raises ServingChangeError, nothing changed), then move the aliases, then the labels
     (or journal the label move when nobody can confirm the load)."""
     awaiting = transition.stage(served, desired, unconfirmed)
     if awaiting and target.labels_at_once:
-        logger.warning("Moving the labels onto version(s) %s without a load confirmation (%s %s: no TF Serving "
-                       "reads %s)", sorted(awaiting), SETTING_FLAG, IMMEDIATE, target.serving_dir)  # fmt: skip
+        logger.warning(
+            "Moving the labels onto version(s) %s without a load confirmation (%s %s: no TF Serving reads %s)",
+            sorted(awaiting),
+            SETTING_FLAG,
+            IMMEDIATE,
+            target.serving_dir,
+        )
         awaiting = frozenset()
     if move_aliases is not None:
         move_aliases()
@@ -149,8 +170,10 @@ def switch(target: ServingTarget, served: Served, desired: ServedState, entry: E
             logger.warning("%s; the label move stays pending", err)
     if awaiting:
         write_journal(target, dataclasses.replace(entry, serving_version=stable, step=STEP_LABELS))
-        return (f"labels {STABLE}/{CANARY} move to version {stable} once TF Serving has loaded it: check that it "
-                "is AVAILABLE, then run `torchtfx promote --finish` (or give --serving-address)")  # fmt: skip
+        return (
+            f"labels {STABLE}/{CANARY} move to version {stable} once TF Serving has loaded it: check that it "
+            "is AVAILABLE, then run `torchtfx promote --finish` (or give --serving-address)"
+        )
     journal_path(target).unlink(missing_ok=True)
     return f"TF Serving: {desired.describe()}"
 
@@ -216,9 +239,12 @@ def _undo(target: ServingTarget, served: Served, entry: Entry, reason: str, fail
     _unlist(served, entry.serving_version)
     journal_path(target).unlink(missing_ok=True)
     champion = entry.aliases_before.get(CHAMPION)
-    return Repair(f"undid the promotion of version {entry.serving_version} ({reason}); the champion is "
-                  f"{f'registry version {champion}' if champion else 'none'} again and no label points at "
-                  f"version {entry.serving_version}", undone=entry.serving_version)  # fmt: skip
+    return Repair(
+        f"undid the promotion of version {entry.serving_version} ({reason}); the champion is "
+        f"{f'registry version {champion}' if champion else 'none'} again and no label points at "
+        f"version {entry.serving_version}",
+        undone=entry.serving_version,
+    )
 
 
 def _unlist(served: Served, version: int) -> None:

@@ -64,9 +64,22 @@ from torchtfx.components.tf_serving.layout import promotion_lock
 from torchtfx.components.tf_serving.model_config import ServedState
 
 # The journal's names, for the executor, the CLI and the tests, which know this module as the Promoter's API.
-__all__ = ["JOURNAL_FILE", "Baseline", "Candidate", "ChampionMovedError", "PromotionError", "ServingTarget",
-           "Unchanged", "finish", "pending_label_move", "promote", "reconcile", "reject", "rollback",
-           "set_champion"]  # fmt: skip
+__all__ = [
+    "JOURNAL_FILE",
+    "Baseline",
+    "Candidate",
+    "ChampionMovedError",
+    "PromotionError",
+    "ServingTarget",
+    "Unchanged",
+    "finish",
+    "pending_label_move",
+    "promote",
+    "reconcile",
+    "reject",
+    "rollback",
+    "set_champion",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +114,10 @@ def _unchanged(found: Unchanged, target: ServingTarget, repaired: journal.Repair
     if repaired is not None:
         served = f"Pending from before, done now: {repaired.message}."
     elif waiting is not None:
-        served = (f"The label move onto version {waiting} still waits: check that TF Serving has it AVAILABLE, "
-                  "then run `torchtfx promote --finish`.")  # fmt: skip
+        served = (
+            f"The label move onto version {waiting} still waits: check that TF Serving has it AVAILABLE, "
+            "then run `torchtfx promote --finish`."
+        )
     else:
         served = "models.config and TF Serving were left as they were."
     found = dataclasses.replace(found, message=f"{found.message} {served}{note}")
@@ -133,8 +148,9 @@ def promote(candidate: Candidate, target: ServingTarget, compared_with: Baseline
         open_target(target)
         # A pending label move is settled even when nothing else is done; `immediate` is the user's confirmation.
         repaired = reconcile(target, served, mode=CONFIRM if target.labels_at_once else KEEP)
-        found = unchanged.champion_match(candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir),
-                                         target.registry, target.serving_dir)  # fmt: skip
+        found = unchanged.champion_match(
+            candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir), target.registry, target.serving_dir
+        )
         found = found or unchanged.rolled_back_match(candidate.fingerprint, target.registry)
         if found is not None:
             return _unchanged(found, target, repaired)
@@ -146,16 +162,23 @@ def promote(candidate: Candidate, target: ServingTarget, compared_with: Baseline
         previous = int(old_champion.tags[SERVING_VERSION_TAG]) if old_champion is not None else None
         desired = target_state(target.serving_dir, version, previous)
         try:
-            outcome = journal.switch(target, served, desired, entry, frozenset({version}),
-                                     lambda: _move_aliases(target, entry.registry_version, old_champion))  # fmt: skip
+            outcome = journal.switch(
+                target,
+                served,
+                desired,
+                entry,
+                frozenset({version}),
+                lambda: _move_aliases(target, entry.registry_version, old_champion),
+            )
         except ServingChangeError as err:
             _abandon(target, version, entry.registry_version, str(err))
             raise PromotionError(
                 f"serving version {version} was not promoted: {err}. The champion (registry version "
                 f"{old_champion.version if old_champion else 'none'}) keeps its labels and the registry aliases."
             ) from None
-    logger.info("Promoted serving version %s (registry version %s) to champion; %s", version, entry.registry_version,
-                outcome)  # fmt: skip
+    logger.info(
+        "Promoted serving version %s (registry version %s) to champion; %s", version, entry.registry_version, outcome
+    )
     return version
 
 
@@ -216,8 +239,9 @@ def reject(candidate: Candidate, target: ServingTarget, reasons: list[str]) -> s
         return None
     with promotion_lock(target.serving_dir):
         open_target(target)
-        champion = unchanged.champion_match(candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir),
-                                            target.registry, target.serving_dir)  # fmt: skip
+        champion = unchanged.champion_match(
+            candidate.fingerprint, fingerprint.listing(candidate.saved_model_dir), target.registry, target.serving_dir
+        )
         if champion is not None:
             note = " The champion itself fails today's gates (below): were they tightened?"
             return _unchanged(champion, target, None, note)

@@ -135,11 +135,17 @@ def remove_unserved(target: ServingTarget, served: Served, version: int, registr
     """Unlist and delete the folder of an interrupted promotion, once this (bound) registry confirms that nothing
     but that promotion's own unaliased ``registry_version`` was registered from it; never what ``stable`` serves."""
     state = transition.current_state(served)
-    claimed = [v for v in target.registry.versions_tagged(SERVING_VERSION_TAG, str(version))
-               if str(v.version) != registry_version or v.aliases]  # fmt: skip
+    claimed = [
+        v
+        for v in target.registry.versions_tagged(SERVING_VERSION_TAG, str(version))
+        if str(v.version) != registry_version or v.aliases
+    ]
     if claimed or (state is not None and state.labels.get(model_config.STABLE) == version):
-        why = (f"registry version {claimed[0].version} of {target.registry.model_name} is served from it"
-               if claimed else f"`stable` points at it in {model_config.MODELS_CONFIG}")  # fmt: skip
+        why = (
+            f"registry version {claimed[0].version} of {target.registry.model_name} is served from it"
+            if claimed
+            else f"`stable` points at it in {model_config.MODELS_CONFIG}"
+        )
         raise PromotionError(
             f"the promotion journal {target.serving_dir / JOURNAL_FILE} names serving version {version} "
             f"as interrupted, but {why}: nothing was removed or changed. If no promotion is running, delete the "

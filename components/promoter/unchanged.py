@@ -63,8 +63,9 @@ def recorded_fingerprint(version, serving_dir: Path) -> str | None:
     return None
 
 
-def champion_match(model_fingerprint: str, files: list[tuple[str, int]], registry: Registry,
-                   serving_dir: Path) -> Unchanged | None:  # fmt: skip
+def champion_match(
+    model_fingerprint: str, files: list[tuple[str, int]], registry: Registry, serving_dir: Path
+) -> Unchanged | None:
     """The champion, when the candidate is byte-identical to it (``files``: the candidate's listing)."""
     champion = registry.alias_version(CHAMPION)
     if champion is None or SERVING_VERSION_TAG not in champion.tags:
@@ -74,8 +75,11 @@ def champion_match(model_fingerprint: str, files: list[tuple[str, int]], registr
         return None
     folder = serving_dir / str(serving)
     if not folder.is_dir() or fingerprint.listing(folder) != files:
-        logger.warning("The champion's folder %s no longer holds the files its fingerprint was recorded from; "
-                       "the identical candidate is promoted as a new version to replace it", folder)  # fmt: skip
+        logger.warning(
+            "The champion's folder %s no longer holds the files its fingerprint was recorded from; "
+            "the identical candidate is promoted as a new version to replace it",
+            folder,
+        )
         return None
     message = (
         f"The candidate is identical to the champion (serving version {serving}, registry version "

@@ -186,8 +186,9 @@ class MlflowRun:
         else:
             experiment_id = mlflow.create_experiment(experiment, default_artifact_location(tracking_uri))
         run = mlflow.create_run(experiment_id, run_name=run_name, tags=tags)
-        logger.info("MLflow run %s (%s) in experiment %s at %s", run.info.run_id, run_name, experiment,
-                    redact(tracking_uri))  # fmt: skip
+        logger.info(
+            "MLflow run %s (%s) in experiment %s at %s", run.info.run_id, run_name, experiment, redact(tracking_uri)
+        )
         return cls(tracking_uri, run.info.run_id)
 
     def log_params(self, params: dict[str, object]) -> None:

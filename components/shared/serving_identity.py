@@ -100,8 +100,12 @@ def _vouches(serving_dir: Path, registry: Registry) -> bool:
         return False
     recorded = champion.tags.get(MODEL_FINGERPRINT_TAG)
     if recorded is None:
-        logger.warning("Registry version %s records no fingerprint (promoted before fingerprints); adopting %s on "
-                       "the strength of its serving version alone", champion.version, serving_dir)  # fmt: skip
+        logger.warning(
+            "Registry version %s records no fingerprint (promoted before fingerprints); adopting %s on "
+            "the strength of its serving version alone",
+            champion.version,
+            serving_dir,
+        )
         return True
     return fingerprint.saved_model_fingerprint(folder) == recorded
 

@@ -66,8 +66,9 @@ def batching_message_class() -> type:
     field = descriptor_pb2.FieldDescriptorProto
     for name, number, kind in BATCHING_FIELDS:
         repeated = name == "allowed_batch_sizes"
-        entry = message.field.add(name=name, number=number,
-                                  label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL)  # fmt: skip
+        entry = message.field.add(
+            name=name, number=number, label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL
+        )
         if kind.startswith("."):
             entry.type, entry.type_name = field.TYPE_MESSAGE, kind
         else:

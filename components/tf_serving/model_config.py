@@ -62,8 +62,12 @@ def to_proto(model_name: str, base_path: Path, state: ServedState) -> model_serv
     return edited(None, model_name, base_path, state)
 
 
-def edited(config: model_server_config_pb2.ModelServerConfig | None, model_name: str, base_path: Path,
-           state: ServedState | None) -> model_server_config_pb2.ModelServerConfig:  # fmt: skip
+def edited(
+    config: model_server_config_pb2.ModelServerConfig | None,
+    model_name: str,
+    base_path: Path,
+    state: ServedState | None,
+) -> model_server_config_pb2.ModelServerConfig:
     """A copy of ``config`` with ``model_name``'s entry set to ``state`` (added if missing, removed for None);
     every other model and field is left as it was."""
     result = model_server_config_pb2.ModelServerConfig()

@@ -82,8 +82,9 @@ def stage(served: Served, target: ServedState, unconfirmed: frozenset[int] = fro
     staged = ServedState(listed | target.versions, dict(before.labels) if before else {})
     _write(served, staged)
     if served.server is None:
-        logger.warning("Serving version(s) %s staged in models.config; labels move once TF Serving has them",
-                       sorted(awaiting))  # fmt: skip
+        logger.warning(
+            "Serving version(s) %s staged in models.config; labels move once TF Serving has them", sorted(awaiting)
+        )
         return awaiting
     try:
         _send(served)

@@ -87,8 +87,10 @@ class PrecisionOutcome:
 
     def to_json(self) -> str:
         figures = json.loads(self.drift.to_json()) if self.drift else None
-        return json.dumps({"requested": self.requested, "served": self.served, "reason": self.reason,
-                           "drift": figures}, sort_keys=True)  # fmt: skip
+        return json.dumps(
+            {"requested": self.requested, "served": self.served, "reason": self.reason, "drift": figures},
+            sort_keys=True,
+        )
 
 
 FP32 = PrecisionOutcome("fp32", "fp32")
@@ -112,8 +114,15 @@ def _staging(request: TrainRequest) -> Staging | None:
     return staging_for(request.pytorchjob, cluster_job_name(request.unique_id))
 
 
-def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_dir: Path, staging: Staging | None,
-           logs: RunLogs, train_rows: int) -> TrainResult:  # fmt: skip
+def _train(
+    request: TrainRequest,
+    layout: FeatureLayout,
+    export_dir: Path,
+    data_dir: Path,
+    staging: Staging | None,
+    logs: RunLogs,
+    train_rows: int,
+) -> TrainResult:
     workers = request.hparams.workers_for(train_rows, torch.cuda.device_count()) if staging is None else 1
     job = TrainJob(
         data_dir=str(data_dir),
@@ -130,8 +139,9 @@ def _train(request: TrainRequest, layout: FeatureLayout, export_dir: Path, data_
     if staging is not None:
         run_on_cluster(request.pytorchjob, job, staging, staging.root.name)
     elif workers == 0:
-        logger.info("Training in this process: %s rows are below %s (num_workers: auto)", train_rows,
-                    IN_PROCESS_MAX_TRAIN_ROWS)  # fmt: skip
+        logger.info(
+            "Training in this process: %s rows are below %s (num_workers: auto)", train_rows, IN_PROCESS_MAX_TRAIN_ROWS
+        )
         run_in_process(job, logs.open_path(), logs.shown_log, threads=os.cpu_count())
     else:
         launch(job, Path(request.work_dir) / "job.json", logs.open_path(), logs.shown_log)
@@ -204,20 +214,29 @@ def _run_steps(request: TrainRequest, staging: Staging | None, logs: RunLogs) ->
     return TrainOutcome(result, parity, layout, seconds, converted, precision, refused)
 
 
-def _sweep(request: TrainRequest, model, layout: FeatureLayout, parity: ParityReport,
-           seconds: dict[str, float]) -> SweepReport:  # fmt: skip
+def _sweep(
+    request: TrainRequest, model, layout: FeatureLayout, parity: ParityReport, seconds: dict[str, float]
+) -> SweepReport:
     """After FP32 parity: ``serving_default`` at batch 1, uneven sizes and the serving batch (batch_sweep.py)."""
     if not parity.passed:
         return SweepReport(())
     tick = time.perf_counter()
-    sweep = sweep_batch_sizes(request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance,
-                              request.serving_batch_size)  # fmt: skip
+    sweep = sweep_batch_sizes(
+        request.serving_dir, request.raw_eval_uri, model, layout, request.parity_tolerance, request.serving_batch_size
+    )
     seconds["batch_sweep"] = time.perf_counter() - tick
     return sweep
 
 
-def _finish_serving_model(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path, data_dir: Path,
-                          passed: bool, seconds: dict[str, float]) -> PrecisionOutcome:  # fmt: skip
+def _finish_serving_model(
+    request: TrainRequest,
+    tft_output,
+    layout: FeatureLayout,
+    export_dir: Path,
+    data_dir: Path,
+    passed: bool,
+    seconds: dict[str, float],
+) -> PrecisionOutcome:
     """After FP32 parity and the batch-size sweep: the reduced-precision variant (if asked for and within the drift
     limits), then the warmup requests and the MLflow Model, both of the final Format-Serving. Nothing for a model
     that failed."""
@@ -240,12 +259,19 @@ def _save_mlflow_model(request: TrainRequest, export_dir: Path) -> None:
     from torchtfx.components.torch_trainer.savedmodel.mlflow_model import INPUT_EXAMPLE_ROWS, save_mlflow_model
 
     examples = raw_examples(request.raw_eval_uri, INPUT_EXAMPLE_ROWS * 20, (request.dataset.label.column,))
-    save_mlflow_model(contracts.mlflow_model_dir(request.model_uri), Path(request.serving_dir), export_dir,
-                      request.hparams.to_json(), examples, Path(request.work_dir) / "mlflow_model")  # fmt: skip
+    save_mlflow_model(
+        contracts.mlflow_model_dir(request.model_uri),
+        Path(request.serving_dir),
+        export_dir,
+        request.hparams.to_json(),
+        examples,
+        Path(request.work_dir) / "mlflow_model",
+    )
 
 
-def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path,
-                      data_dir: Path) -> PrecisionOutcome:  # fmt: skip
+def reduced_precision(
+    request: TrainRequest, tft_output, layout: FeatureLayout, export_dir: Path, data_dir: Path
+) -> PrecisionOutcome:
     """With ``serving.precision: fp16``, build the variant, measure it against the FP32 SavedModel on the
     eval split (raw examples; a routed model's top-k expert choices also on the materialized split,
     ``data_dir/eval``), and swap it into ``Format-Serving`` only when every drift figure is within its limit."""
@@ -261,8 +287,9 @@ def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, 
         logger.warning("No %s variant (%s); serving the FP32 model", serving.precision, err)
         return PrecisionOutcome(serving.precision, "fp32", reason=str(err))
     routing = _routing(request, tft_output, layout, export_dir / contracts.ONNX_FILE, data_dir)
-    drift = measure_drift(request.serving_dir, str(variant_dir), request.raw_eval_uri, layout.task,
-                          serving.drift_limits, method, routing)  # fmt: skip
+    drift = measure_drift(
+        request.serving_dir, str(variant_dir), request.raw_eval_uri, layout.task, serving.drift_limits, method, routing
+    )
     logger.info("Precision drift of the %s variant vs FP32: %s", serving.precision, drift.summary())
     if not drift.passed:
         reason = "refused by the drift gate: " + "; ".join(drift.violations)
@@ -271,14 +298,16 @@ def reduced_precision(request: TrainRequest, tft_output, layout: FeatureLayout, 
     if "CPU" in method:
         # make bench (zoo and research corpus, 2026-12): the float16 network on CPU takes 0.6-1.0x the FP32 one's
         # time at batch 1, 0.6-1.6x at batch 32 and 1.3-3.4x at batch 1024; the variant is meant for GPU servers.
-        logger.warning("Serving the %s variant (%s): on CPU-only servers it is slower than FP32", serving.precision,
-                       method)  # fmt: skip
+        logger.warning(
+            "Serving the %s variant (%s): on CPU-only servers it is slower than FP32", serving.precision, method
+        )
     _swap_in(variant_dir, Path(request.serving_dir))
     return PrecisionOutcome(serving.precision, serving.precision, drift, "within the drift limits")
 
 
-def _routing(request: TrainRequest, tft_output, layout: FeatureLayout, onnx_path: Path,
-             data_dir: Path) -> RoutingReport | None:  # fmt: skip
+def _routing(
+    request: TrainRequest, tft_output, layout: FeatureLayout, onnx_path: Path, data_dir: Path
+) -> RoutingReport | None:
     """FP32 vs FP16 top-k expert choices of a routed graph (None: no TopK) on the materialized eval split. A
     multi-node run's arrays went with its staging folder after training: they are written again to scratch."""
     if not routes(onnx_path):

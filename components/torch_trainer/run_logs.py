@@ -57,8 +57,11 @@ class RunLogs:
         self.kept = self.local or self.log_dir.startswith(_GFILE_SCHEMES)
         self.log_path = Path(self.log_dir) / TRAIN_LOG_FILE if self.local else run_dir / TRAIN_LOG_FILE
         if self.log_dir and not self.kept:
-            logger.warning("%s cannot be written from this step (TensorFlow writes only local paths and gs://): "
-                           "after a failure, the training log is this step's own log", self.log_dir)  # fmt: skip
+            logger.warning(
+                "%s cannot be written from this step (TensorFlow writes only local paths and gs://): "
+                "after a failure, the training log is this step's own log",
+                self.log_dir,
+            )
 
     @property
     def shown_log(self) -> str:

@@ -183,8 +183,12 @@ class DatasetConfig(_DatasetSection):
 
     def _overlaps(self) -> list[str]:
         """A column listed under two kinds (or twice under one), and Transform vocabularies that share a file."""
-        kinds = {"dense": self.dense, "categorical": self.categorical, "bucketized": tuple(self.bucketized),
-                 "text": tuple(self.text)}  # fmt: skip
+        kinds = {
+            "dense": self.dense,
+            "categorical": self.categorical,
+            "bucketized": tuple(self.bucketized),
+            "text": tuple(self.text),
+        }
         listed: dict[str, list[str]] = {}
         for kind, keys in kinds.items():
             for key in keys:
@@ -197,8 +201,10 @@ class DatasetConfig(_DatasetSection):
         vocabularies = [text_vocabulary_name(k) for k in self.text]
         clash = sorted(set(vocabularies) & (set(self.categorical) | {self.label_vocabulary}))
         if clash:
-            problems.append(f"the text vocabularies {clash} have the names of categorical vocabularies; rename the "
-                            "categorical column or the text column")  # fmt: skip
+            problems.append(
+                f"the text vocabularies {clash} have the names of categorical vocabularies; rename the "
+                "categorical column or the text column"
+            )
         return problems
 
     @property
@@ -385,8 +391,10 @@ def dataset_yaml_path(name_or_path: str | Path) -> Path:
     if path.suffix not in (".yaml", ".yml"):
         path = shipped / f"{name_or_path}.yaml"
         if not path.is_file():
-            raise DatasetConfigError(f"dataset {str(name_or_path)!r} is not shipped with torchtfx (known datasets: "
-                                     f"{known}); give the path of a dataset YAML (.yaml) instead")  # fmt: skip
+            raise DatasetConfigError(
+                f"dataset {str(name_or_path)!r} is not shipped with torchtfx (known datasets: "
+                f"{known}); give the path of a dataset YAML (.yaml) instead"
+            )
     if not path.is_file():
         raise DatasetConfigError(f"dataset config {path} not found; known datasets: {known}")
     return path

@@ -33,8 +33,9 @@ class Metric:
 
 
 AUC = Metric("AUC", "auc", unit_interval=True, tfma_config=CURVE_THRESHOLDS)
-AUC_PRECISION_RECALL = Metric("AUCPrecisionRecall", "auc_precision_recall", unit_interval=True,
-                              tfma_config=CURVE_THRESHOLDS)  # fmt: skip
+AUC_PRECISION_RECALL = Metric(
+    "AUCPrecisionRecall", "auc_precision_recall", unit_interval=True, tfma_config=CURVE_THRESHOLDS
+)
 BINARY_ACCURACY = Metric("BinaryAccuracy", "binary_accuracy", unit_interval=True)
 PRECISION = Metric("Precision", "precision", unit_interval=True)
 RECALL = Metric("Recall", "recall", unit_interval=True)
@@ -48,9 +49,22 @@ SQUARED_PEARSON_CORRELATION = Metric("SquaredPearsonCorrelation", "squared_pears
 EXAMPLE_COUNT = Metric("ExampleCount", "example_count")
 WEIGHTED_EXAMPLE_COUNT = Metric("WeightedExampleCount", "weighted_example_count")  # rows with a usable label
 
-METRICS = (AUC, AUC_PRECISION_RECALL, BINARY_ACCURACY, PRECISION, RECALL, CALIBRATION, CALIBRATION_PLOT, ACCURACY,
-           MEAN_SQUARED_ERROR, ROOT_MEAN_SQUARED_ERROR, MEAN_ABSOLUTE_ERROR, SQUARED_PEARSON_CORRELATION,
-           EXAMPLE_COUNT, WEIGHTED_EXAMPLE_COUNT)  # fmt: skip
+METRICS = (
+    AUC,
+    AUC_PRECISION_RECALL,
+    BINARY_ACCURACY,
+    PRECISION,
+    RECALL,
+    CALIBRATION,
+    CALIBRATION_PLOT,
+    ACCURACY,
+    MEAN_SQUARED_ERROR,
+    ROOT_MEAN_SQUARED_ERROR,
+    MEAN_ABSOLUTE_ERROR,
+    SQUARED_PEARSON_CORRELATION,
+    EXAMPLE_COUNT,
+    WEIGHTED_EXAMPLE_COUNT,
+)
 BY_KEY = {metric.key: metric for metric in METRICS}
 BY_TFMA_CLASS = {metric.tfma_class: metric for metric in METRICS}
 
@@ -129,11 +143,22 @@ EVALUATED = {
 # The labels the run report, the HTML report and the registry tags show, in this order (each task's own, by
 # presence), then per-class recall, by class (``reported_labels``).
 REPORTED = (
-    AUC.key, AUC_PRECISION_RECALL.key, BINARY_ACCURACY.key, PRECISION.key, RECALL.key, CALIBRATION.key,
-    ACCURACY.key, averaged_label(AUC, MACRO), averaged_label(AUC, MICRO),
-    MEAN_SQUARED_ERROR.key, ROOT_MEAN_SQUARED_ERROR.key, MEAN_ABSOLUTE_ERROR.key, SQUARED_PEARSON_CORRELATION.key,
-    WEIGHTED_EXAMPLE_COUNT.key, EXAMPLE_COUNT.key,
-)  # fmt: skip
+    AUC.key,
+    AUC_PRECISION_RECALL.key,
+    BINARY_ACCURACY.key,
+    PRECISION.key,
+    RECALL.key,
+    CALIBRATION.key,
+    ACCURACY.key,
+    averaged_label(AUC, MACRO),
+    averaged_label(AUC, MICRO),
+    MEAN_SQUARED_ERROR.key,
+    ROOT_MEAN_SQUARED_ERROR.key,
+    MEAN_ABSOLUTE_ERROR.key,
+    SQUARED_PEARSON_CORRELATION.key,
+    WEIGHTED_EXAMPLE_COUNT.key,
+    EXAMPLE_COUNT.key,
+)
 REPORTED_PER_CLASS = RECALL
 # Tagged on the registered version: the reported labels but binary precision and recall (as ever), and no
 # per-class value (MLflow tag names take no brackets).

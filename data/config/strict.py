@@ -154,8 +154,9 @@ def set_by_torchtfx(field: str, fix: str) -> Any:
 
     def check(cls: type, value: Any, info: pydantic.ValidationInfo) -> Any:
         if value is not None and not (info.context or {}).get(_SET_BY_TORCHTFX):
-            raise PydanticCustomError(_SET_BY_TORCHTFX, "is set by torchtfx, never read from a config file; {fix}",
-                                      {"fix": fix})  # fmt: skip
+            raise PydanticCustomError(
+                _SET_BY_TORCHTFX, "is set by torchtfx, never read from a config file; {fix}", {"fix": fix}
+            )
         return value
 
     return pydantic.field_validator(field)(classmethod(check))
@@ -240,8 +241,13 @@ class _GuardedLoader(yaml.SafeLoader):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open_anchors:
-                raise YamlAliasError(None, None, f"alias *{event.anchor} refers to the value it is inside (a "
-                                     "recursive alias has no end); write the value out", _mark(event))  # fmt: skip
+                raise YamlAliasError(
+                    None,
+                    None,
+                    f"alias *{event.anchor} refers to the value it is inside (a "
+                    "recursive alias has no end); write the value out",
+                    _mark(event),
+                )
             return super().compose_node(parent, index)  # the anchor's node, counted where it was defined
         if event.anchor:
             self._open_anchors.add(event.anchor)
@@ -257,8 +263,13 @@ class _GuardedLoader(yaml.SafeLoader):
             children = [child for pair in node.value for child in pair]
         size = 1 + sum(self._expanded[id(child)] for child in children)
         if size > MAX_YAML_NODES:
-            raise YamlAliasError(None, None, f"the aliases in this value expand to more than {MAX_YAML_NODES:,} "
-                                 "values (a YAML alias bomb?); write the values out", node.start_mark)  # fmt: skip
+            raise YamlAliasError(
+                None,
+                None,
+                f"the aliases in this value expand to more than {MAX_YAML_NODES:,} "
+                "values (a YAML alias bomb?); write the values out",
+                node.start_mark,
+            )
         self._expanded[id(node)] = size
 
 

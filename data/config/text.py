@@ -63,8 +63,10 @@ class TextFeature(StrictConfig):
     @classmethod
     def _some_tokens(cls, value: int) -> int:
         if not 1 <= value <= MAX_TEXT_LENGTH:
-            raise ValueError(f"must be from 1 to {MAX_TEXT_LENGTH:,} (how many tokens of each text the model reads, "
-                             f"e.g. 128), got {value}")  # fmt: skip
+            raise ValueError(
+                f"must be from 1 to {MAX_TEXT_LENGTH:,} (how many tokens of each text the model reads, "
+                f"e.g. 128), got {value}"
+            )
         return value
 
     @pydantic.field_validator("tokenizer")
@@ -78,27 +80,34 @@ class TextFeature(StrictConfig):
     @classmethod
     def _some_vocabulary(cls, value: int) -> int:
         if not 1 <= value <= MAX_TEXT_VOCABULARY:
-            raise ValueError(f"must be from 1 to {MAX_TEXT_VOCABULARY:,} (how many of the most frequent tokens get "
-                             f"their own id), got {value}")  # fmt: skip
+            raise ValueError(
+                f"must be from 1 to {MAX_TEXT_VOCABULARY:,} (how many of the most frequent tokens get "
+                f"their own id), got {value}"
+            )
         return value
 
     @pydantic.field_validator("num_oov_buckets")
     @classmethod
     def _buckets(cls, value: int) -> int:
         if not 0 <= value <= MAX_TEXT_OOV_BUCKETS:
-            raise ValueError(f"must be from 0 to {MAX_TEXT_OOV_BUCKETS:,} (0: every token outside the vocabulary "
-                             f"gets one id), got {value}")  # fmt: skip
+            raise ValueError(
+                f"must be from 0 to {MAX_TEXT_OOV_BUCKETS:,} (0: every token outside the vocabulary "
+                f"gets one id), got {value}"
+            )
         return value
 
     @pydantic.model_validator(mode="after")
     def _ngram_width(self) -> TextFeature:
         width = self.ngram_width
         if width is not None and self.tokenizer != CHAR_NGRAMS:
-            raise ValueError(f"ngram_width applies to tokenizer {CHAR_NGRAMS} only; remove it, or set tokenizer: "
-                             f"{CHAR_NGRAMS}")  # fmt: skip
+            raise ValueError(
+                f"ngram_width applies to tokenizer {CHAR_NGRAMS} only; remove it, or set tokenizer: {CHAR_NGRAMS}"
+            )
         if width is not None and width not in NGRAM_WIDTHS:
-            raise ValueError(f"ngram_width must be {NGRAM_WIDTHS.start}..{NGRAM_WIDTHS.stop - 1} characters, got "
-                             f"{width}; 3 suits most languages")  # fmt: skip
+            raise ValueError(
+                f"ngram_width must be {NGRAM_WIDTHS.start}..{NGRAM_WIDTHS.stop - 1} characters, got "
+                f"{width}; 3 suits most languages"
+            )
         return self
 
     @property
@@ -145,12 +154,18 @@ def schema_problems(schema_path: Path, keys: tuple[str, ...]) -> list[str]:
             problems.append(f"{where} is not a column of the curated schema {schema_path}; add it with type BYTES")
             continue
         if feature.type != schema_pb2.BYTES:
-            problems.append(f"{where} has type {schema_pb2.FeatureType.Name(feature.type)} in the curated schema; "
-                            "a text column needs BYTES")  # fmt: skip
+            problems.append(
+                f"{where} has type {schema_pb2.FeatureType.Name(feature.type)} in the curated schema; "
+                "a text column needs BYTES"
+            )
         if feature.WhichOneof("domain_info") in ("domain", "string_domain"):
-            problems.append(f"{where} has a string domain in the curated schema: every new text would be an "
-                            "anomaly; remove the domain")  # fmt: skip
+            problems.append(
+                f"{where} has a string domain in the curated schema: every new text would be an "
+                "anomaly; remove the domain"
+            )
         if feature.HasField("drift_comparator"):
-            problems.append(f"{where} has a drift_comparator in the curated schema: L-infinity over whole texts, "
-                            "each one of a kind, stays near 0 whatever changes; remove it")  # fmt: skip
+            problems.append(
+                f"{where} has a drift_comparator in the curated schema: L-infinity over whole texts, "
+                "each one of a kind, stays near 0 whatever changes; remove it"
+            )
     return problems

@@ -176,8 +176,9 @@ def configure(verbose: bool) -> None:
     if "mlflow" in sys.modules:
         logging.getLogger("mlflow").setLevel(logging.WARNING)
     for known in HARMLESS_WARNINGS:
-        warnings.filterwarnings("ignore", message=re.escape(known.text), category=known.category,
-                                module=re.escape(known.module) + r"\Z")  # fmt: skip
+        warnings.filterwarnings(
+            "ignore", message=re.escape(known.text), category=known.category, module=re.escape(known.module) + r"\Z"
+        )
     os.environ["PYTHONWARNINGS"] = python_warnings(os.environ.get("PYTHONWARNINGS", ""))
     for handler in _console_handlers():
         handler.addFilter(ConsoleFilter())

@@ -61,8 +61,14 @@ def _print_version(context: click.Context, _param: click.Parameter, value: bool)
 
 
 @click.group()
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
-              help="Show the version of torchtfx and of its stack, and exit.")  # fmt: skip
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version of torchtfx and of its stack, and exit.",
+)
 @click.option(
     "-v", "--verbose", is_flag=True, help="Show every log line and warning, TFX/Beam INFO included, and tracebacks."
 )

@@ -25,6 +25,8 @@ def checked_direct_runner(beam_mode: str, beam_workers: int) -> BeamSettings:
     from torchtfx.pipeline.settings.declared import BY_KEY, LOCAL
     from torchtfx.pipeline.settings.resolve import Resolved, ResolvedSettings
 
-    values = {key: Resolved(value, f"command line: {BY_KEY[key].option.flag}")  # type: ignore[union-attr]
-              for key, value in (("beam.mode", beam_mode), ("beam.workers", beam_workers))}  # fmt: skip
+    values = {
+        key: Resolved(value, f"command line: {BY_KEY[key].option.flag}")  # type: ignore[union-attr]
+        for key, value in (("beam.mode", beam_mode), ("beam.workers", beam_workers))
+    }
     return ResolvedSettings(run=LOCAL, values=values, loaded_dataset=None).beam  # type: ignore[arg-type]

@@ -62,8 +62,20 @@ FORMATS = ("csv", "parquet")  # pipeline/predict/writer.py's, here without impor
 )
 @direct_runner_options
 @reports_errors(stage_prefix="predict failed: ")
-def predict_cmd(data, out, fmt, dataset, pipeline_root, serving_dir, alias, registry_version, keys, beam_mode,
-                beam_workers, beam_args) -> None:  # fmt: skip
+def predict_cmd(
+    data,
+    out,
+    fmt,
+    dataset,
+    pipeline_root,
+    serving_dir,
+    alias,
+    registry_version,
+    keys,
+    beam_mode,
+    beam_workers,
+    beam_args,
+) -> None:
     """Score CSV files with the served model (the champion by default) on Beam, through its serving_default
     signature; the input is checked as ExampleGen checks it, and a bad line stops the command before anything
     is written."""
@@ -73,9 +85,19 @@ def predict_cmd(data, out, fmt, dataset, pipeline_root, serving_dir, alias, regi
 
     checked_direct_runner(beam_mode, beam_workers)  # before anything is read or created
     settings = local_settings(dataset, pipeline_root, serving_dir)
-    request = PredictRequest(data=data, out=out, dataset=settings.dataset, target=serving_target(settings), alias=alias,
-                             version=registry_version, fmt=fmt, keys=tuple(keys), beam_mode=beam_mode,
-                             beam_workers=beam_workers, beam_args=tuple(beam_args))  # fmt: skip
+    request = PredictRequest(
+        data=data,
+        out=out,
+        dataset=settings.dataset,
+        target=serving_target(settings),
+        alias=alias,
+        version=registry_version,
+        fmt=fmt,
+        keys=tuple(keys),
+        beam_mode=beam_mode,
+        beam_workers=beam_workers,
+        beam_args=tuple(beam_args),
+    )
     summary = predict(request)
     shards = len(summary.written)
     where = summary.out if summary.written == [summary.out] else f"{summary.out} ({shards} shard{'s' * (shards > 1)})"

@@ -18,8 +18,12 @@ def local_settings(dataset: str, pipeline_root: Path, serving_dir: Path | None, 
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.pipeline.local.runner import LocalSettings
 
-    return LocalSettings(dataset=load_dataset_config(dataset), pipeline_root=pipeline_root, serving_dir=serving_dir,
-                         serving_address=serving_address)  # fmt: skip
+    return LocalSettings(
+        dataset=load_dataset_config(dataset),
+        pipeline_root=pipeline_root,
+        serving_dir=serving_dir,
+        serving_address=serving_address,
+    )
 
 
 def serving_target(settings):
@@ -27,8 +31,13 @@ def serving_target(settings):
     from torchtfx.components.shared.mlflow_client import Registry, resolve_tracking_uri
 
     registry = Registry(resolve_tracking_uri(settings.mlflow_default_uri), settings.registered_model_name)
-    return ServingTarget(settings.serving_model_dir, settings.dataset.name, registry, settings.batching,
-                         server_address=settings.serving_address)  # fmt: skip
+    return ServingTarget(
+        settings.serving_model_dir,
+        settings.dataset.name,
+        registry,
+        settings.batching,
+        server_address=settings.serving_address,
+    )
 
 
 @click.command()

@@ -16,12 +16,18 @@ from collections.abc import Iterable, Iterator
 HARMLESS_LINES: tuple[tuple[str, ...], ...] = (
     # Importing TF 2.16 (this process and each Beam worker): its wheel registers XLA's CUDA plugins from two
     # of its libraries; the second registration is refused and the first stays. Printed on CPU machines too.
-    ("cuda_fft.cc:479] Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when "
-     "one has already been registered",),
-    ("cuda_dnn.cc:10575] Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when "
-     "one has already been registered",),
-    ("cuda_blas.cc:1442] Unable to register cuBLAS factory: Attempting to register factory for plugin cuBLAS "
-     "when one has already been registered",),
+    (
+        "cuda_fft.cc:479] Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when "
+        "one has already been registered",
+    ),
+    (
+        "cuda_dnn.cc:10575] Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when "
+        "one has already been registered",
+    ),
+    (
+        "cuda_blas.cc:1442] Unable to register cuBLAS factory: Attempting to register factory for plugin cuBLAS "
+        "when one has already been registered",
+    ),
     # Importing TF: no TensorRT in the pinned stack; the fp16 serving variant says itself how it was built.
     ("py_utils.cc:38] TF-TRT Warning: Could not find TensorRT",),
     # The normal end of a tf.data iterator (OUT_OF_RANGE), which TF 2.16 logs as an aborted rendezvous.
@@ -34,7 +40,7 @@ HARMLESS_LINES: tuple[tuple[str, ...], ...] = (
         '/tensorflow/python/eager/polymorphic_function/atomic_function.py", line 291, in __del__',
         "TypeError: 'NoneType' object is not subscriptable",
     ),
-)  # fmt: skip
+)
 
 
 def filtered(lines: Iterable[bytes], known: tuple[tuple[str, ...], ...] = HARMLESS_LINES) -> Iterator[bytes]:

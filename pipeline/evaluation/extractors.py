@@ -27,8 +27,9 @@ TRIM_STAGE_NAME = "TrimToSlicedFeatures"
 
 def custom_extractors(eval_shared_model, eval_config: tfma.EvalConfig, tensor_adapter_config=None) -> list:
     """What TFX's Evaluator runs: TFMA's defaults for this model and config, with the trim before the unbatching."""
-    extractors = tfma.default_extractors(eval_shared_model=eval_shared_model, eval_config=eval_config,
-                                         tensor_adapter_config=tensor_adapter_config)  # fmt: skip
+    extractors = tfma.default_extractors(
+        eval_shared_model=eval_shared_model, eval_config=eval_config, tensor_adapter_config=tensor_adapter_config
+    )
     return with_trim(extractors, eval_config)
 
 
@@ -36,8 +37,10 @@ def with_trim(extractors: list, eval_config: tfma.EvalConfig) -> list:
     """``extractors`` with :func:`trim_extractor` just before TFMA's unbatching; unchanged where there is none."""
     stages = [extractor.stage_name for extractor in extractors]
     if unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME not in stages:
-        logger.warning("TFMA's extractors have no %s stage; the Evaluator's batches are not trimmed",
-                       unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME)  # fmt: skip
+        logger.warning(
+            "TFMA's extractors have no %s stage; the Evaluator's batches are not trimmed",
+            unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME,
+        )
         return extractors
     position = stages.index(unbatch_extractor.UNBATCH_EXTRACTOR_STAGE_NAME)
     return [*extractors[:position], trim_extractor(eval_config), *extractors[position:]]
@@ -45,8 +48,10 @@ def with_trim(extractors: list, eval_config: tfma.EvalConfig) -> list:
 
 def read_features(eval_config: tfma.EvalConfig) -> frozenset[str]:
     """The features TFMA reads after the unbatching: those named by a slicing spec or a metric's query key."""
-    specs = [*eval_config.slicing_specs, *(cross for spec in eval_config.cross_slicing_specs
-                                            for cross in (spec.baseline_spec, *spec.slicing_specs))]  # fmt: skip
+    specs = [
+        *eval_config.slicing_specs,
+        *(cross for spec in eval_config.cross_slicing_specs for cross in (spec.baseline_spec, *spec.slicing_specs)),
+    ]
     sliced = {key for spec in specs for key in (*spec.feature_keys, *spec.feature_values)}
     queried = {spec.query_key for spec in eval_config.metrics_specs if spec.query_key}
     return frozenset(sliced | queried)

@@ -72,8 +72,10 @@ def unpack(accumulator: Accumulator) -> dict[int, Any]:
     """TFMA's own accumulator: a ``Bucket`` per id."""
     if not isinstance(accumulator, PackedHistogram):
         return accumulator
-    return {int(i): calibration_histogram.Bucket(int(i), *map(float, row))
-            for i, row in zip(accumulator.ids, accumulator.sums, strict=True)}  # fmt: skip
+    return {
+        int(i): calibration_histogram.Bucket(int(i), *map(float, row))
+        for i, row in zip(accumulator.ids, accumulator.sums, strict=True)
+    }
 
 
 def merge_packed(accumulators: Iterable[Accumulator], size: int) -> PackedHistogram:

@@ -145,11 +145,22 @@ class _FromHistogram(_ScalarHistograms):
         if num_thresholds or top_k or class_id is not None or preprocessors or metric_key or sub_key:
             # TFMA's own pass for anything else (super(): the ConfusionMatrixMetric this mixes into; see above).
             return super()._metric_computations(  # type: ignore[misc]
-                thresholds=thresholds, name=name, eval_config=eval_config, model_name=model_name,
-                output_name=output_name, sub_key=sub_key, aggregation_type=aggregation_type,
-                class_weights=class_weights, example_weighted=example_weighted, num_thresholds=num_thresholds,
-                top_k=top_k, class_id=class_id, preprocessors=preprocessors, metric_key=metric_key, **kwargs,
-            )  # fmt: skip
+                thresholds=thresholds,
+                name=name,
+                eval_config=eval_config,
+                model_name=model_name,
+                output_name=output_name,
+                sub_key=sub_key,
+                aggregation_type=aggregation_type,
+                class_weights=class_weights,
+                example_weighted=example_weighted,
+                num_thresholds=num_thresholds,
+                top_k=top_k,
+                class_id=class_id,
+                preprocessors=preprocessors,
+                metric_key=metric_key,
+                **kwargs,
+            )
         key = metric_types.MetricKey(
             name=name,
             model_name=model_name,

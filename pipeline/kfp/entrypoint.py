@@ -106,9 +106,10 @@ def set_aside_foreign_outputs(executor_input: dict[str, Any]) -> list[str]:
     will parse; returns their keys. The launcher keeps its own copy and uploads them itself."""
     outputs = executor_input.get("outputs", {}).get("artifacts", {})
     foreign = sorted(
-        key for key, entry in outputs.items()
+        key
+        for key, entry in outputs.items()
         if any(not artifact_title(a).startswith(TFX_TITLE_PREFIX) for a in entry.get("artifacts", []))
-    )  # fmt: skip
+    )
     for key in foreign:
         del outputs[key]
     if foreign:

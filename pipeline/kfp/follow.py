@@ -90,8 +90,11 @@ class RunFollower:
             self._sleep(min(poll_seconds, remaining))
 
     def _report_changes(self, run: Any, state: str, elapsed: float) -> None:
-        changes = [(name, task_state) for name, (task_state, _) in sorted(_tasks(run).items())
-                   if self._seen.get(name) != task_state]  # fmt: skip
+        changes = [
+            (name, task_state)
+            for name, (task_state, _) in sorted(_tasks(run).items())
+            if self._seen.get(name) != task_state
+        ]
         if self._seen.get("") != state:
             changes.insert(0, ("", state))
         for name, new_state in changes:

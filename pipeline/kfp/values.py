@@ -80,11 +80,15 @@ def check_data_root(value: str) -> str:
 def check_requests(cpu: float, cpu_request: float | None, memory: str, memory_request: str | None) -> None:
     """Requests no larger than the limits: Kubernetes refuses a pod whose request exceeds its limit."""
     if cpu_request is not None and cpu_request > cpu:
-        raise ValueError(f"cpu_request {cpu_request:g} is larger than cpu {cpu:g} (the limit); Kubernetes refuses "
-                         "such a pod. Lower cpu_request or raise cpu")  # fmt: skip
+        raise ValueError(
+            f"cpu_request {cpu_request:g} is larger than cpu {cpu:g} (the limit); Kubernetes refuses "
+            "such a pod. Lower cpu_request or raise cpu"
+        )
     if memory_request is not None and parse_memory_gb(memory_request) > parse_memory_gb(memory):
-        raise ValueError(f"memory_request {memory_request} is larger than memory {memory} (the limit); Kubernetes "
-                         "refuses such a pod. Lower memory_request or raise memory")  # fmt: skip
+        raise ValueError(
+            f"memory_request {memory_request} is larger than memory {memory} (the limit); Kubernetes "
+            "refuses such a pod. Lower memory_request or raise memory"
+        )
 
 
 def check_secret_name(name: str) -> str:

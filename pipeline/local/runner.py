@@ -198,8 +198,9 @@ def _require_no_pending_promotion(settings: LocalSettings) -> None:
     finish = ["torchtfx promote --finish", f"--dataset {settings.dataset.name}", f"--pipeline-root {settings.root}"]
     if settings.serving_dir is not None:
         finish.append(f"--serving-dir {settings.serving_model_dir}")
-    require_no_pending_promotion(settings.serving_model_dir, settings.serving_address, settings.confirm_labels,
-                                 " ".join(finish))  # fmt: skip
+    require_no_pending_promotion(
+        settings.serving_model_dir, settings.serving_address, settings.confirm_labels, " ".join(finish)
+    )
 
 
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:

@@ -77,8 +77,13 @@ class PartToKeyedExamples(beam.DoFn):
     """A part of a checked CSV file -> (file, line, key cells) and the record's serialized tf.Example, encoded as
     ExampleGen encodes it (the schema's types, its missing values, columns without any value untyped)."""
 
-    def __init__(self, schema_types: dict[str, int], empty: frozenset[str], missing_values: tuple[str, ...],
-                 keys: tuple[str, ...]):  # fmt: skip
+    def __init__(
+        self,
+        schema_types: dict[str, int],
+        empty: frozenset[str],
+        missing_values: tuple[str, ...],
+        keys: tuple[str, ...],
+    ):
         self._schema_types = schema_types
         self._empty = empty
         self._missing_values = missing_values
@@ -109,8 +114,14 @@ class _Progress:
             self._last = now
             count, rate = self._count, self._count / (now - self._start)
         where = "" if os.getpid() == _LAUNCHER_PID else f" by worker process {os.getpid()}"
-        logger.info("Scored %s of %s rows%s (%.0f%%), %s rows/s", f"{count:,}", f"{self._total:,}", where,
-                    100.0 * count / self._total, f"{rate:,.0f}")  # fmt: skip
+        logger.info(
+            "Scored %s of %s rows%s (%.0f%%), %s rows/s",
+            f"{count:,}",
+            f"{self._total:,}",
+            where,
+            100.0 * count / self._total,
+            f"{rate:,.0f}",
+        )
 
 
 class ToOutputRow(beam.DoFn):
@@ -134,8 +145,14 @@ class ToOutputRow(beam.DoFn):
         yield self._plan.csv_line(key, outputs) if self._as_csv else self._plan.record(key, outputs)
 
 
-def scored_rows(pipeline: beam.Pipeline, parts: list[CsvPart], source: CheckedSource, saved_model_dir: str,
-                plan: OutputPlan, as_csv: bool) -> beam.PCollection:  # fmt: skip
+def scored_rows(
+    pipeline: beam.Pipeline,
+    parts: list[CsvPart],
+    source: CheckedSource,
+    saved_model_dir: str,
+    plan: OutputPlan,
+    as_csv: bool,
+) -> beam.PCollection:
     """The pipeline up to the rows to write."""
     handler = KeyedModelHandler(ServingSignatureHandler(saved_model_dir))
     return (

@@ -73,8 +73,11 @@ def beam_args_for(request: PredictRequest, input_bytes: int) -> list[str]:
     """The user's Beam args; with no DirectRunner mode among them, the pipeline's choice for this much input; with
     a remote runner, how its workers get torchtfx (unless the user's args say)."""
     names = {arg.split("=", 1)[0] for arg in request.beam_args}
-    direct = [] if "--direct_running_mode" in names else direct_runner_args(request.beam_mode, request.beam_workers,
-                                                                            input_bytes)  # fmt: skip
+    direct = (
+        []
+        if "--direct_running_mode" in names
+        else direct_runner_args(request.beam_mode, request.beam_workers, input_bytes)
+    )
     args = [*direct, *request.beam_args]
     runner = PipelineOptions(list(request.beam_args)).view_as(StandardOptions).runner
     return with_dependency(args, worker_dependency_flag()) if runner and "direct" not in runner.lower() else args
@@ -108,8 +111,13 @@ def _score(request: PredictRequest, source: CheckedSource, model: Champion, outp
     beam_args = beam_args_for(request, source.size)
     parts = source.parts(beam_args)
     plan = OutputPlan.from_probe(request.keys, request.dataset.task, probe(source, parts[0], model))
-    logger.info("Scoring %s rows of %s file(s) with %s into %s", f"{source.rows:,}", len(source.paths),
-                describe(model), output.out)  # fmt: skip
+    logger.info(
+        "Scoring %s rows of %s file(s) with %s into %s",
+        f"{source.rows:,}",
+        len(source.paths),
+        describe(model),
+        output.out,
+    )
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
     rows = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, output.fmt == CSV)
     _ = rows | "Write" >> output.sink(plan)

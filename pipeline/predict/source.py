@@ -97,5 +97,12 @@ def check_source(paths: list[str], dataset: DatasetConfig, keys: tuple[str, ...]
     if unused:
         logger.info("Columns %s are not model inputs: encoded as ExampleGen does, unread by the model", unused)
     size = sum(cuts.size for _header, cuts in checked.cut_points.values())
-    return CheckedSource(tuple(paths), checked.rows, size, schema_types, frozenset(checked.empty),
-                         dataset.missing_values, checked.cut_points)  # fmt: skip
+    return CheckedSource(
+        tuple(paths),
+        checked.rows,
+        size,
+        schema_types,
+        frozenset(checked.empty),
+        dataset.missing_values,
+        checked.cut_points,
+    )

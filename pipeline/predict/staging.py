@@ -79,6 +79,10 @@ def remove_stale(out: str) -> list[str]:
     for path in stale:
         shutil.rmtree(path, ignore_errors=True)
     if stale:
-        logger.warning("Removed %d staging folder(s) of %s left by a torchtfx predict that did not finish: %s",
-                       len(stale), out, ", ".join(stale))  # fmt: skip
+        logger.warning(
+            "Removed %d staging folder(s) of %s left by a torchtfx predict that did not finish: %s",
+            len(stale),
+            out,
+            ", ".join(stale),
+        )
     return stale

@@ -63,8 +63,9 @@ _PER_CLASS = re.compile(r"^(?P<name>\w+)\[class_id=(?P<k>\d+)\]$")
 
 def _wrapped(items: list[str], first: str, indent: str) -> list[str]:
     text = ", ".join(items)
-    return textwrap.wrap(text, LINE_WIDTH, initial_indent=first, subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False)  # fmt: skip
+    return textwrap.wrap(
+        text, LINE_WIDTH, initial_indent=first, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
 
 
 def evaluation_lines(overall: dict[str, float]) -> list[str]:

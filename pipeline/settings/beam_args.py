@@ -114,8 +114,10 @@ def running_distribution() -> metadata.Distribution:
     try:
         dist = metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
-        raise WorkerPackageError(f"torchtfx runs from {Path(__file__).parent.parent} but no {DISTRIBUTION} "
-                                 "distribution is installed; install it with pip") from None  # fmt: skip
+        raise WorkerPackageError(
+            f"torchtfx runs from {Path(__file__).parent.parent} but no {DISTRIBUTION} "
+            "distribution is installed; install it with pip"
+        ) from None
     here = Path(__file__).resolve()
     recorded = Path(str(dist.locate_file(here.relative_to(here.parents[2]).as_posix()))).resolve()
     if recorded != here:
@@ -168,8 +170,10 @@ def _fill(wheel: zipfile.ZipFile, dist: metadata.Distribution, info_dir: str, pa
         try:
             data = Path(str(dist.locate_file(name))).read_bytes()
         except OSError as err:
-            raise WorkerPackageError(f"{name}, a file of the installed {dist.metadata['Name']}, cannot be read "
-                                     f"({err.strerror or err}); reinstall it with pip") from None  # fmt: skip
+            raise WorkerPackageError(
+                f"{name}, a file of the installed {dist.metadata['Name']}, cannot be read "
+                f"({err.strerror or err}); reinstall it with pip"
+            ) from None
         record.append(_add(wheel, name, data))
     record.append(_add(wheel, f"{info_dir}/WHEEL", _WHEEL_FILE.encode()))
     record.append(f"{info_dir}/RECORD,,")

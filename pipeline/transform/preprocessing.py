@@ -175,9 +175,11 @@ def multiclass_label(inputs: dict[str, Any], cfg: DatasetConfig) -> tuple[tf.Ten
     so it can neither be learnt as a class nor counted by TFMA."""
     raw, present = label_strings(inputs[cfg.label.column])
     vocabulary = tft.vocabulary(
-        tf.boolean_mask(raw, present), top_k=cfg.label.num_classes, vocab_filename=cfg.label_vocabulary,
+        tf.boolean_mask(raw, present),
+        top_k=cfg.label.num_classes,
+        vocab_filename=cfg.label_vocabulary,
         name=f"label_vocabulary_{cfg.label.name}",
-    )  # fmt: skip
+    )
     ids = tft.apply_vocabulary(raw, vocabulary, default_value=-1)
     known = tf.logical_and(present, ids >= 0)
     return tf.where(known, ids, tf.zeros_like(ids)), tf.cast(known, tf.float32)

@@ -176,9 +176,13 @@ def token_ids(found: tf.RaggedTensor, key: str, feature: TextFeature) -> tf.Tens
     """int64 [batch, max_length]: the first ``max_length`` tokens' ids (data/config/text.py), padded at the end."""
     kept = found[:, : feature.max_length]
     ids = tft.compute_and_apply_vocabulary(
-        kept, top_k=feature.top_k, num_oov_buckets=feature.num_oov_buckets, default_value=-1,
-        vocab_filename=text_vocabulary_name(key), name=f"text_vocabulary_{key}",
-    )  # fmt: skip
+        kept,
+        top_k=feature.top_k,
+        num_oov_buckets=feature.num_oov_buckets,
+        default_value=-1,
+        vocab_filename=text_vocabulary_name(key),
+        name=f"text_vocabulary_{key}",
+    )
     dense = (ids + RESERVED_IDS).to_tensor(default_value=PADDING_ID, shape=[None, feature.max_length])
     # The id range, as compute_and_apply_vocabulary records it for a categorical: num_buckets_for_transformed_feature
     # then gives the model's vocabulary size too.
@@ -192,8 +196,9 @@ def token_ids(found: tf.RaggedTensor, key: str, feature: TextFeature) -> tf.Tens
 def text_outputs(texts: tf.Tensor, key: str, feature: TextFeature) -> dict[str, tf.Tensor]:
     """``<key>_xf`` (token ids) and ``<key>_length_bucket`` of string [batch] ``texts``."""
     if texts.dtype != tf.string:
-        raise ValueError(f"text feature {key!r} is {texts.dtype.name} in the curated schema; a text column needs "
-                         "type BYTES there")  # fmt: skip
+        raise ValueError(
+            f"text feature {key!r} is {texts.dtype.name} in the curated schema; a text column needs type BYTES there"
+        )
     with tf.compat.v1.name_scope(f"text_{key}"):
         found = tokens(texts, feature)
         bucket = length_bucket(found.row_lengths(), feature.max_length)

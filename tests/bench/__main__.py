@@ -53,9 +53,12 @@ def _reference(work: Path, beam_workers: int, reuse_runs: bool) -> dict:
         runs_file.write_text(json.dumps([reference.to_dict(), ours.to_dict()]))
     eval_dir = pipelines.eval_examples_dir(work / "ours")
     ours_metrics = scoring.tfma_metrics(
-        pipelines.only_subdir(work / "ours" / "serving" / "taxi"), eval_dir, scoring.our_model_spec(dataset),
-        dataset, work / "tfma_ours",
-    )  # fmt: skip
+        pipelines.only_subdir(work / "ours" / "serving" / "taxi"),
+        eval_dir,
+        scoring.our_model_spec(dataset),
+        dataset,
+        work / "tfma_ours",
+    )
     reference_spec = scoring.reference_model_spec(pipelines.REFERENCE_LABEL_KEY, pipelines.REFERENCE_PREPROCESSING)
     reference_metrics = scoring.tfma_metrics(
         pipelines.only_subdir(work / "reference" / "serving"), eval_dir, reference_spec, dataset, work / "tfma_ref"
@@ -132,8 +135,12 @@ def _serving(work: Path, beam_workers: int) -> dict:
     parity = measure_parity(
         str(serving_dir), str(raw_eval), load_torch_model(export_dir, layout, hparams), layout, 1e-5
     )
-    return {**result, "parity_max_abs_diff": parity.max_abs_diff, "parity_examples": parity.examples,
-            "reference_unavailable": reference_unavailable}  # fmt: skip
+    return {
+        **result,
+        "parity_max_abs_diff": parity.max_abs_diff,
+        "parity_examples": parity.examples,
+        "reference_unavailable": reference_unavailable,
+    }
 
 
 def _trainer_root(work: Path, sizes: list[int]) -> Path:
@@ -187,12 +194,16 @@ def main(argv: list[str] | None = None) -> None:
         "serving": lambda: _serving(work, args.beam_workers),
         "scale": lambda: scale_bench.scale(args.scale_rows, work, args.beam_workers),
         "input_path": lambda: trainer_bench.input_path(
-            trainer_bench.TrainerInputs.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "input_path",
+            trainer_bench.TrainerInputs.of_run(_trainer_root(work, args.scale_rows)),
+            taxi,
+            work / "input_path",
             args.trainer_epochs,
         ),
         "ddp": lambda: {
             **trainer_bench.ddp_scaling(
-                trainer_bench.TrainerInputs.of_run(_trainer_root(work, args.scale_rows)), taxi, work / "ddp",
+                trainer_bench.TrainerInputs.of_run(_trainer_root(work, args.scale_rows)),
+                taxi,
+                work / "ddp",
                 args.trainer_epochs,
             ),
             "small_data": trainer_bench.launch_choice(
@@ -208,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         "predict": lambda: predict_bench.predict_bench(
             _our_taxi_run(work, args.beam_workers), default_data_dir(taxi), work / "predict"
         ),
-    }  # fmt: skip
+    }
     for name in BENCHMARKS:
         if name == "zoo" and name in args.only:
             for result_name, payload in steps[name]().items():

@@ -60,9 +60,12 @@ def _run(model_dir: Path, examples_dir: Path, model_spec, metrics: list, slices:
     shared = tfma.default_eval_shared_model(eval_saved_model_path=str(model_dir), eval_config=eval_config)
     started = time.perf_counter()
     tfma.run_model_analysis(
-        eval_shared_model=shared, eval_config=eval_config, data_location=str(examples_dir / "*.gz"),
-        file_format="tfrecords", output_path=str(out_dir),
-    )  # fmt: skip
+        eval_shared_model=shared,
+        eval_config=eval_config,
+        data_location=str(examples_dir / "*.gz"),
+        file_format="tfrecords",
+        output_path=str(out_dir),
+    )
     return time.perf_counter() - started
 
 
@@ -77,8 +80,9 @@ def evaluator_costs(model_dir: Path, examples_dir: Path, dataset, work: Path) ->
     _run(model_dir, examples_dir, model_spec, *variants["reference"], Path(tempfile.mkdtemp(dir=work)))  # warm-up
     for round_ in range(ROUNDS):
         for name, (metrics, slices) in variants.items():
-            seconds[name].append(_run(model_dir, examples_dir, model_spec, metrics, slices,
-                                      Path(tempfile.mkdtemp(dir=work))))  # fmt: skip
+            seconds[name].append(
+                _run(model_dir, examples_dir, model_spec, metrics, slices, Path(tempfile.mkdtemp(dir=work)))
+            )
             logger.info("evaluator round %s %s: %.2f s", round_ + 1, name, seconds[name][-1])
     median = {name: statistics.median(times) for name, times in seconds.items()}
     base = median["reference"]

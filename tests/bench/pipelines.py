@@ -45,9 +45,16 @@ class PipelineRun:
     def measured(cls, name: str, root: Path, process: ProcessRun) -> PipelineRun:
         by_process = {k: round(v / 2**20) for k, v in process.peak_breakdown.items()}
         return cls(
-            name, root, process.wall_seconds, process.peak_rss_gib, stage_seconds(root), process.peak_at_seconds,
-            by_process, process.peak_shared_bytes / 2**30, process.peak_pss_bytes / 2**30,
-        )  # fmt: skip
+            name,
+            root,
+            process.wall_seconds,
+            process.peak_rss_gib,
+            stage_seconds(root),
+            process.peak_at_seconds,
+            by_process,
+            process.peak_shared_bytes / 2**30,
+            process.peak_pss_bytes / 2**30,
+        )
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "root": str(self.root)}
@@ -96,13 +103,18 @@ def run_ours(
 ) -> PipelineRun:
     """``torchtfx run``; ``accept``: exit codes that count as a finished run (e.g. also "rejected by a gate")."""
     command = [
-        str(Path(sys.executable).with_name("torchtfx")), "run",
-        "--dataset", dataset,
-        "--data-dir", str(data_dir),
-        "--pipeline-root", str(root),
-        "--beam-workers", str(beam_workers),
+        str(Path(sys.executable).with_name("torchtfx")),
+        "run",
+        "--dataset",
+        dataset,
+        "--data-dir",
+        str(data_dir),
+        "--pipeline-root",
+        str(root),
+        "--beam-workers",
+        str(beam_workers),
         *extra,
-    ]  # fmt: skip
+    ]
     process = run_measured(command, log or root.parent / f"{root.name}.log")
     if process.returncode not in accept:
         require_success(process, f"torchtfx run ({root})")

@@ -75,8 +75,9 @@ def _ours(path: Path, settings, out: Path) -> int:
     from torchtfx.pipeline.cli.promotion import serving_target
     from torchtfx.pipeline.predict.run import PredictRequest, predict
 
-    request = PredictRequest(data=str(path), out=str(out), dataset=settings.dataset,
-                             target=serving_target(settings), alias="champion")  # fmt: skip
+    request = PredictRequest(
+        data=str(path), out=str(out), dataset=settings.dataset, target=serving_target(settings), alias="champion"
+    )
     return predict(request).rows
 
 

@@ -178,9 +178,18 @@ def _network_target_lines(r: dict) -> list[str]:
     return lines
 
 
-_TEXT_RUNTIMES = ("savedmodel_signature_session", "savedmodel_signature", "converted_network_session",
-                  "converted_network_session_onednn_off", "converted_network", "onnxruntime", "torch",
-                  "torch_spinning", "tf_session_floor", "tf_call_floor")  # fmt: skip
+_TEXT_RUNTIMES = (
+    "savedmodel_signature_session",
+    "savedmodel_signature",
+    "converted_network_session",
+    "converted_network_session_onednn_off",
+    "converted_network",
+    "onnxruntime",
+    "torch",
+    "torch_spinning",
+    "tf_session_floor",
+    "tf_call_floor",
+)
 _TEXT_TARGETS = (("vs_onnxruntime", "onnxruntime"), ("vs_torch", "PyTorch eager"))
 
 
@@ -201,8 +210,11 @@ def _text_missed_line(r: dict, length: str, batch: str) -> str | None:
     """Where the network misses a target at this batch and length: its two costliest op types (shares of the
     traced call) and what it takes with oneDNN's rewrites off."""
     found, t = r["by_length"][length], r["targets"]
-    missed = [f"{found[f'converted_{key}'][batch]:.2f}x {name}" for key, name in _TEXT_TARGETS
-              if found[f"converted_{key}"][batch] > t[key]]  # fmt: skip
+    missed = [
+        f"{found[f'converted_{key}'][batch]:.2f}x {name}"
+        for key, name in _TEXT_TARGETS
+        if found[f"converted_{key}"][batch] > t[key]
+    ]
     if int(batch) < t["min_batch"] or not missed:
         return None
     line = f"- Missed at batch {batch} x {length} tokens ({', '.join(missed)})"
@@ -259,20 +271,31 @@ def serving_text_section(r: dict) -> list[str]:
             lines.append(f"| {length} | {batch} | {times} | {vs_ort:.2f} | {vs_torch:.2f} |")
     lines += ["", f"Targets at batch ≥ {t['min_batch']}, judged on `{runtime}`:", ""]
     for key, name in _TEXT_TARGETS:
-        each = "; ".join(f"length {n}: " + ", ".join(f"{b}: {v:.2f}" for b, v in _numeric(f[f"converted_{key}"])
-                                                      if int(b) >= t["min_batch"]) for n, f in by_length)  # fmt: skip
+        each = "; ".join(
+            f"length {n}: "
+            + ", ".join(f"{b}: {v:.2f}" for b, v in _numeric(f[f"converted_{key}"]) if int(b) >= t["min_batch"])
+            for n, f in by_length
+        )
         lines.append(f"- network / {name}: {each} (target ≤ {t[key]}): {met(r['met'][key])}.")
-    diffs = "; ".join(f"length {n}: " + ", ".join(f"{k} {v:.1e}" for k, v in f["max_abs_diff_vs_torch"].items())
-                      for n, f in by_length)  # fmt: skip
+    diffs = "; ".join(
+        f"length {n}: " + ", ".join(f"{k} {v:.1e}" for k, v in f["max_abs_diff_vs_torch"].items()) for n, f in by_length
+    )
     missed = [_text_missed_line(r, n, b) for n, f in by_length for b, _ in _numeric(f["converted_vs_onnxruntime"])]
-    lines += [f"- Same outputs: max |runtime - PyTorch eager| at batch {max(r['batch_sizes'])}: {diffs}.",
-              *filter(None, missed), ""]  # fmt: skip
+    lines += [
+        f"- Same outputs: max |runtime - PyTorch eager| at batch {max(r['batch_sizes'])}: {diffs}.",
+        *filter(None, missed),
+        "",
+    ]
     if r.get("c_api_unavailable"):
         lines += [f"The C API runtimes were left out: {r['c_api_unavailable']}.", ""]
     if r.get("op_profile"):
-        lines += ["The network's time by op type under Session::Run, batch x length (step stats of 20 traced calls; "
-                  "tracing adds to every node, so read them as shares; slowest nodes in serving_text.json):", "",
-                  *_text_profile_lines(r), ""]  # fmt: skip
+        lines += [
+            "The network's time by op type under Session::Run, batch x length (step stats of 20 traced calls; "
+            "tracing adds to every node, so read them as shares; slowest nodes in serving_text.json):",
+            "",
+            *_text_profile_lines(r),
+            "",
+        ]
     return lines
 
 
@@ -314,8 +337,11 @@ def _zoo_section(r: dict) -> list[str]:
             + " | ".join(times)
             + f" | {_num(m.get('tfma_auc'))} | {_num(m.get('torch_eval_auc'))} |"
         )
-    targets = [f"- {m['model']}: " + "; ".join(line[2:].rstrip(".") for line in _network_target_lines(m)) + "."
-               for m in r["models"] if "target_runtime" in m]  # fmt: skip
+    targets = [
+        f"- {m['model']}: " + "; ".join(line[2:].rstrip(".") for line in _network_target_lines(m)) + "."
+        for m in r["models"]
+        if "target_runtime" in m
+    ]
     return [*lines, "", f"AUC: {r['auc_source']}.", "", *targets, "", *_fp16_lines(r), ""]
 
 
@@ -379,9 +405,10 @@ def research_table(r: dict) -> list[str]:
         verdict, seconds = _research_dynamo(m)
         lines.append(
             f"{head} {m.get('conversion', {}).get('exporter') or 'n/a'} | {_research_fixes(m)} | "
-            f"{m['parity_max_abs_diff']:.2e} | " + " | ".join(ratio)
+            f"{m['parity_max_abs_diff']:.2e} | "
+            + " | ".join(ratio)
             + f" | {_num(m.get('tfma_auc'))} | {_num(m.get('torch_eval_auc'))} | {verdict} | {seconds} |"
-        )  # fmt: skip
+        )
     return lines
 
 
@@ -390,8 +417,11 @@ def _research_papers(r: dict) -> list[str]:
 
 
 def _research_section(r: dict) -> list[str]:
-    errors = [f"- {m['model']}: {' '.join(m['error'][-600:].split())}" for m in r["models"]
-              if "error" in m and "parity_max_abs_diff" in m]  # fmt: skip
+    errors = [
+        f"- {m['model']}: {' '.join(m['error'][-600:].split())}"
+        for m in r["models"]
+        if "error" in m and "parity_max_abs_diff" in m
+    ]
     return [
         "## 6b. Research model corpus (taxi sample, one pipeline run per model)",
         "",
@@ -427,9 +457,10 @@ def _fp16_lines(r: dict) -> list[str]:
         "limits; ms = median per call, fp16 / fp32 (ratio).",
         "",
         "| model | method | max abs diff | mean abs diff | flips | drift gate | "
-        + " | ".join(f"ms at {b} (ratio)" for b in batches) + " |",
+        + " | ".join(f"ms at {b} (ratio)" for b in batches)
+        + " |",
         "|---|---|---:|---:|---:|---|" + "---:|" * len(batches),
-    ]  # fmt: skip
+    ]
     for m in r["models"]:
         fp16 = m.get("fp16")
         if not fp16:
@@ -447,8 +478,9 @@ def _fp16_lines(r: dict) -> list[str]:
         lines.append(
             f"| {m['model']} | {fp16['method']} | {f.get('fp16_max_abs_diff', float('nan')):.2e} | "
             f"{f.get('fp16_mean_abs_diff', float('nan')):.2e} | {int(f.get('fp16_flips', 0))} | {verdict} | "
-            + " | ".join(times) + " |"
-        )  # fmt: skip
+            + " | ".join(times)
+            + " |"
+        )
     return lines
 
 

@@ -48,10 +48,14 @@ def _verdict(ok: bool, judged: bool) -> str:
 def _target_line(size: dict, t: dict) -> str:
     judged = size["rows"] == t["rows"]  # the targets are set at 1M rows; other sizes are shown for comparison
     delta = size.get("auc_delta")
-    auc_part = "AUC n/a" if delta is None else (
-        f"AUC ours - reference {delta:+.4f} (target ≥ {t['auc_delta_min']}): "
-        f"{_verdict(delta >= t['auc_delta_min'], judged)}"
-    )  # fmt: skip
+    auc_part = (
+        "AUC n/a"
+        if delta is None
+        else (
+            f"AUC ours - reference {delta:+.4f} (target ≥ {t['auc_delta_min']}): "
+            f"{_verdict(delta >= t['auc_delta_min'], judged)}"
+        )
+    )
     return (
         f"Wall ratio {size['wall_ratio']:.2f} (target ≤ {t['wall_ratio']}): "
         f"{_verdict(size['wall_ratio'] <= t['wall_ratio'], judged)}; peak PSS ratio {size['pss_ratio']:.2f} (target "
@@ -130,10 +134,18 @@ def scale_plot(r: dict, out: Path) -> None:
     roles = [role for role, _, _ in STAGE_ROLES]
     y = range(len(roles))
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    ax.barh([i + 0.2 for i in y], [role_seconds(ours["stages"], ids) for _, ids, _ in STAGE_ROLES], 0.4,
-            label=f"torchtfx ({ours['wall_seconds']:.0f} s wall)")  # fmt: skip
-    ax.barh([i - 0.2 for i in y], [role_seconds(ref["stages"], ids) for _, _, ids in STAGE_ROLES], 0.4,
-            label=f"TFX taxi native Keras ({ref['wall_seconds']:.0f} s wall)")  # fmt: skip
+    ax.barh(
+        [i + 0.2 for i in y],
+        [role_seconds(ours["stages"], ids) for _, ids, _ in STAGE_ROLES],
+        0.4,
+        label=f"torchtfx ({ours['wall_seconds']:.0f} s wall)",
+    )
+    ax.barh(
+        [i - 0.2 for i in y],
+        [role_seconds(ref["stages"], ids) for _, _, ids in STAGE_ROLES],
+        0.4,
+        label=f"TFX taxi native Keras ({ref['wall_seconds']:.0f} s wall)",
+    )
     ax.set_yticks(list(y), roles)
     ax.invert_yaxis()
     ax.set_xlabel("seconds (ML Metadata execution time)")

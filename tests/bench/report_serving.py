@@ -28,15 +28,20 @@ def profile_sentence(profiles: dict[str, dict[str, dict]], top: int = 2) -> str 
     (``signature_op_profile``)."""
     parts = []
     for name, by_batch in profiles.items():
-        found = [f"at batch {b} ({by_batch[b]['traced_ms_per_call']:.2f} ms) {_shares(by_batch[b], top)}"
-                 for b in _PROFILE_BATCHES if b in by_batch]  # fmt: skip
+        found = [
+            f"at batch {b} ({by_batch[b]['traced_ms_per_call']:.2f} ms) {_shares(by_batch[b], top)}"
+            for b in _PROFILE_BATCHES
+            if b in by_batch
+        ]
         if found:
             parts.append(f"{name} " + ", ".join(found))
     if not parts:
         return None
-    return ("Where each signature's time goes under `Session::Run`, traced (shares of the summed op time; a "
-            "function call is timed whole: the reference's TFT layer, and ours at batch 1024 its network's row-shard "
-            "branch; ours runs its TFT ops inline, among the other ops): " + "; ".join(parts) + ".")  # fmt: skip
+    return (
+        "Where each signature's time goes under `Session::Run`, traced (shares of the summed op time; a "
+        "function call is timed whole: the reference's TFT layer, and ours at batch 1024 its network's row-shard "
+        "branch; ours runs its TFT ops inline, among the other ops): " + "; ".join(parts) + "."
+    )
 
 
 def reference_signature_lines(r: dict) -> list[str]:
@@ -55,7 +60,9 @@ def reference_signature_lines(r: dict) -> list[str]:
     ]
     for batch, ratio in sorted(r["signature_vs_reference"].items(), key=lambda kv: int(kv[0])):
         ours, ref = r["latency"][runtime][batch]["median_ms"], r["latency"][other][batch]["median_ms"]
-        lines.append(f"- batch {batch}: ours {ours:.3f} ms, reference {ref:.3f} ms: {ratio:.2f}x (target ≤ "
-                     f"{target}): {met(ratio <= target)}.")  # fmt: skip
+        lines.append(
+            f"- batch {batch}: ours {ours:.3f} ms, reference {ref:.3f} ms: {ratio:.2f}x (target ≤ "
+            f"{target}): {met(ratio <= target)}."
+        )
     sentence = profile_sentence(r.get("signature_op_profile", {}))
     return [*lines, "", *([sentence, ""] if sentence else [])]

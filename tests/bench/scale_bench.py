@@ -122,11 +122,22 @@ def log_size(size: dict) -> None:
     logger.info(
         "scale %s rows: wall torchtfx %.1f s, reference %.1f s (ratio %.2f, target ≤ %s); peak PSS %.2f / %.2f GiB "
         "(ratio %.2f, target ≤ %s); AUC %s / %s (ours - reference %s, target ≥ %s); eval examples %s / %s",
-        f"{size['rows']:,}", ours["wall_seconds"], ref["wall_seconds"], size["wall_ratio"], TARGETS["wall_ratio"],
-        ours["peak_pss_gib"], ref["peak_pss_gib"], size["pss_ratio"], TARGETS["pss_ratio"], _auc(ours["auc"]),
-        _auc(ref["auc"]), "n/a" if delta is None else f"{delta:+.4f}", TARGETS["auc_delta_min"],
-        ours["eval_examples"], ref["eval_examples"],
-    )  # fmt: skip
+        f"{size['rows']:,}",
+        ours["wall_seconds"],
+        ref["wall_seconds"],
+        size["wall_ratio"],
+        TARGETS["wall_ratio"],
+        ours["peak_pss_gib"],
+        ref["peak_pss_gib"],
+        size["pss_ratio"],
+        TARGETS["pss_ratio"],
+        _auc(ours["auc"]),
+        _auc(ref["auc"]),
+        "n/a" if delta is None else f"{delta:+.4f}",
+        TARGETS["auc_delta_min"],
+        ours["eval_examples"],
+        ref["eval_examples"],
+    )
     for name, run in (("torchtfx", ours), ("reference", ref)):
         logger.info("scale %s rows, %s stages (s): %s", f"{size['rows']:,}", name, run["stages"])
 
@@ -151,6 +162,8 @@ def scale(sizes: list[int], work: Path, beam_workers: int, seed: int = 7, keep_d
     if "time_ratio" in result:
         logger.info(
             "scale: wall at %s rows / at %s rows: torchtfx %.2f, reference %.2f",
-            *(f"{r:,}" for r in result["time_ratio_rows"][::-1]), result["time_ratio"], result["reference_time_ratio"],
-        )  # fmt: skip
+            *(f"{r:,}" for r in result["time_ratio_rows"][::-1]),
+            result["time_ratio"],
+            result["reference_time_ratio"],
+        )
     return result

@@ -135,8 +135,13 @@ def network_feeds(transformed: dict, layout) -> dict[str, np.ndarray]:
         return np.stack(columns, axis=1).astype(dtype) if columns else np.zeros([rows, 0], dtype)
 
     sequences = [trim_padding(np.asarray(transformed[k], np.int64)) for k in layout.sequences]
-    return dict(zip(layout.input_names, [stacked(layout.dense, np.float32), stacked(layout.embedded, np.int64),
-                                         *sequences], strict=True))  # fmt: skip
+    return dict(
+        zip(
+            layout.input_names,
+            [stacked(layout.dense, np.float32), stacked(layout.embedded, np.int64), *sequences],
+            strict=True,
+        )
+    )
 
 
 def length_inputs(saved, raw: list[bytes], text_keys: list[str], layout, length: int) -> tuple[list[bytes], dict]:
@@ -149,12 +154,15 @@ def length_inputs(saved, raw: list[bytes], text_keys: list[str], layout, length:
     candidates = cut_examples(raw, text_keys, length)
     ids = transform(**{EXAMPLES_INPUT: candidates}) if candidates else {}
     exact = [
-        row for row in range(len(candidates))
+        row
+        for row in range(len(candidates))
         if all(int(np.count_nonzero(ids[k][row].numpy() != PADDING_ID)) == length for k in layout.sequences)
-    ]  # fmt: skip
+    ]
     if not exact:
-        raise RuntimeError(f"no eval text reads as exactly {length} tokens after cutting; lower LENGTHS below the "
-                           "text features' max_length or check the eval split's texts")  # fmt: skip
+        raise RuntimeError(
+            f"no eval text reads as exactly {length} tokens after cutting; lower LENGTHS below the "
+            "text features' max_length or check the eval split's texts"
+        )
     examples = list(itertools.islice(itertools.cycle([candidates[r] for r in exact]), max(BATCH_SIZES)))
     transformed = {k: v.numpy() for k, v in transform(**{EXAMPLES_INPUT: examples}).items()}
     return examples, network_feeds(transformed, layout)
@@ -266,8 +274,11 @@ def _measure_length(runtimes: dict, examples: list[bytes], feeds: dict, sessions
             latency.setdefault(name, {})[str(batch)] = found
         load.append(os.getloadavg()[0])
     ex, arrays = tf.constant(examples), tuple(feeds.values())
-    return {"latency": latency, "load_average_1min": load, "max_abs_diff_vs_torch": _max_abs_diff_vs_torch(
-        runtimes, ex, arrays)}  # fmt: skip
+    return {
+        "latency": latency,
+        "load_average_1min": load,
+        "max_abs_diff_vs_torch": _max_abs_diff_vs_torch(runtimes, ex, arrays),
+    }
 
 
 TORCH_RUNTIMES = ("torch", "torch_spinning")
@@ -283,8 +294,9 @@ def judge(by_length: dict[str, dict], runtime: str) -> dict:
         fastest = {b: min(torches, key=lambda name: latency[name][b]["median_ms"]) for b in latency[torches[0]]}
         found["fastest_torch"] = fastest
         found["converted_vs_onnxruntime"] = ratios(latency, runtime, "onnxruntime")
-        found["converted_vs_torch"] = ratios({**latency, "best": {b: latency[n][b] for b, n in fastest.items()}},
-                                             runtime, "best")  # fmt: skip
+        found["converted_vs_torch"] = ratios(
+            {**latency, "best": {b: latency[n][b] for b, n in fastest.items()}}, runtime, "best"
+        )
         for key, target in (("vs_onnxruntime", TARGET_VS_ONNXRUNTIME), ("vs_torch", TARGET_VS_TORCH)):
             judged = [r for b, r in found[f"converted_{key}"].items() if int(b) >= TARGET_MIN_BATCH]
             verdict[key] = verdict[key] and bool(judged) and max(judged) <= target
@@ -353,16 +365,31 @@ def measure(root: Path, work: Path) -> dict:
     by_length, profiles = _measure(runtimes, inputs, graphs, export_dir, serving_dir, work / "text_c_api", threads)
     runtime = "converted_network_session" if graphs else "converted_network"
     return {
-        "dataset": DATASET, "model": dataset.model.factory, "model_uri": str(model_uri), "threads": threads,
-        "sample_every": SAMPLE_EVERY, "run_args": list(RUN_ARGS), "eval_rows": len(raw),
-        "batch_sizes": list(BATCH_SIZES), "lengths": list(LENGTHS), "strategy": conversion.strategy,
-        "repairs": list(conversion.repairs), "c_api_unavailable": unavailable, "target_runtime": runtime,
-        "measure_env": MEASURE_ENV, "rounds": ROUNDS, "seconds_per_runtime": SECONDS,
-        "by_length": by_length, "met": judge(by_length, runtime),
+        "dataset": DATASET,
+        "model": dataset.model.factory,
+        "model_uri": str(model_uri),
+        "threads": threads,
+        "sample_every": SAMPLE_EVERY,
+        "run_args": list(RUN_ARGS),
+        "eval_rows": len(raw),
+        "batch_sizes": list(BATCH_SIZES),
+        "lengths": list(LENGTHS),
+        "strategy": conversion.strategy,
+        "repairs": list(conversion.repairs),
+        "c_api_unavailable": unavailable,
+        "target_runtime": runtime,
+        "measure_env": MEASURE_ENV,
+        "rounds": ROUNDS,
+        "seconds_per_runtime": SECONDS,
+        "by_length": by_length,
+        "met": judge(by_length, runtime),
         "op_profile": profiles,
-        "targets": {"vs_onnxruntime": TARGET_VS_ONNXRUNTIME, "vs_torch": TARGET_VS_TORCH,
-                    "min_batch": TARGET_MIN_BATCH},
-    }  # fmt: skip
+        "targets": {
+            "vs_onnxruntime": TARGET_VS_ONNXRUNTIME,
+            "vs_torch": TARGET_VS_TORCH,
+            "min_batch": TARGET_MIN_BATCH,
+        },
+    }
 
 
 def sequence_serving(work: Path, beam_workers: int) -> dict:
@@ -370,8 +397,17 @@ def sequence_serving(work: Path, beam_workers: int) -> dict:
     process whose environment holds ``MEASURE_ENV`` (libgomp reads it once, when torch is loaded)."""
     root, out = text_run(work, beam_workers), work / "serving_text_measured.json"
     out.unlink(missing_ok=True)
-    command = [sys.executable, "-m", "tests.bench.sequence_serving_bench", "--root", str(root), "--work", str(work),
-               "--out", str(out)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "tests.bench.sequence_serving_bench",
+        "--root",
+        str(root),
+        "--work",
+        str(work),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(
         command, env={**os.environ, **MEASURE_ENV}, cwd=Path(__file__).resolve().parents[2]
     )  # the repo root
@@ -385,8 +421,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", type=Path, help="a movie_reviews pipeline root")
     parser.add_argument("--work", type=Path, help="scratch: the converted network, the C harness")
     parser.add_argument("--out", type=Path, help="where the result JSON goes")
-    parser.add_argument("--torch-timer", type=Path, nargs=2, metavar=("EXPORT_DIR", "FEEDS_DIR"),
-                        help="serve PyTorch eager timings on stdin/stdout instead (spinning_torch)")  # fmt: skip
+    parser.add_argument(
+        "--torch-timer",
+        type=Path,
+        nargs=2,
+        metavar=("EXPORT_DIR", "FEEDS_DIR"),
+        help="serve PyTorch eager timings on stdin/stdout instead (spinning_torch)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     if args.torch_timer:

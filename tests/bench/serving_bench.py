@@ -216,8 +216,16 @@ def enter_session_runs(make: Callable[[], dict], stack) -> tuple[dict, str | Non
     return runs, None
 
 
-def session_timers(network, serving_dir: Path, examples: list[bytes], dense, categorical, work: Path, stack,
-                   reference_dir: Path | None = None):  # fmt: skip
+def session_timers(
+    network,
+    serving_dir: Path,
+    examples: list[bytes],
+    dense,
+    categorical,
+    work: Path,
+    stack,
+    reference_dir: Path | None = None,
+):
     """The tabular network's :func:`tests.bench.session_run.session_runs` through :func:`enter_session_runs`; with
     ``reference_dir``, also ``reference_signature_session``: that SavedModel's ``serving_default`` fed
     ``examples`` by its one input (the reference pipeline's pushed model)."""
@@ -242,8 +250,10 @@ def session_timers(network, serving_dir: Path, examples: list[bytes], dense, cat
 # optimizer does not inline TFT's pruned graph function, so in the reference's signature the TFT layer is the one
 # StatefulPartitionedCall; ours imports Transform's graph into the signature (savedmodel/convert.py:inlined_transform),
 # so its TFT ops are among the other ops, and its one call is the network's row-shard branch (batch >= 256).
-STAGE_OPS = {"parse": ("ParseExample", "ParseExampleV2", "ParseSingleExample"),
-              "tft_layer": ("StatefulPartitionedCall", "PartitionedCall")}  # fmt: skip
+STAGE_OPS = {
+    "parse": ("ParseExample", "ParseExampleV2", "ParseSingleExample"),
+    "tft_layer": ("StatefulPartitionedCall", "PartitionedCall"),
+}
 
 
 def signature_stages(ops: dict[str, dict]) -> dict[str, float]:
@@ -262,12 +272,19 @@ def top_ops(profile: dict, top: int = 8, nodes: int = 5) -> dict:
     what the shares are of."""
     total = sum(v["ms_per_call"] for v in profile["ops"].values())
     kept = dict(sorted(profile["ops"].items(), key=lambda kv: -kv[1]["ms_per_call"])[:top])
-    return {"wall_ms": profile["wall_ms"], "nodes": profile["nodes"], "traced_ms_per_call": total, "ops": kept,
-            "stages": signature_stages(profile["ops"]), "top_nodes": profile["top_nodes"][:nodes]}  # fmt: skip
+    return {
+        "wall_ms": profile["wall_ms"],
+        "nodes": profile["nodes"],
+        "traced_ms_per_call": total,
+        "ops": kept,
+        "stages": signature_stages(profile["ops"]),
+        "top_nodes": profile["top_nodes"][:nodes],
+    }
 
 
-def signature_profiles(models: dict[str, Path], examples: list[bytes], threads: int,
-                       batches: tuple[int, ...] = BATCH_SIZES) -> dict[str, dict[str, dict]]:  # fmt: skip
+def signature_profiles(
+    models: dict[str, Path], examples: list[bytes], threads: int, batches: tuple[int, ...] = BATCH_SIZES
+) -> dict[str, dict[str, dict]]:
     """name -> batch -> :func:`top_ops` of each SavedModel's ``serving_default`` under ``Session::Run`` (traced),
     fed the first ``batch`` of ``examples``: which op types (ParseExample, TFT's lookups and buckets, the network's
     matmuls) take each signature's time."""
@@ -304,8 +321,11 @@ def _against_reference(results: dict, sessions: dict, reference_dir: Path | None
     them) on the ``TF_SessionRun`` timings where the C harness runs, else on the Python calls."""
     if reference_dir is None:
         return {"reference_model_dir": None}
-    runtime, other = ("savedmodel_signature_session", "reference_signature_session") if sessions else (
-        "savedmodel_signature", "reference_signature")  # fmt: skip
+    runtime, other = (
+        ("savedmodel_signature_session", "reference_signature_session")
+        if sessions
+        else ("savedmodel_signature", "reference_signature")
+    )
     return {
         "reference_model_dir": str(reference_dir),
         "signature_target_runtime": runtime,

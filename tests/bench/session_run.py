@@ -47,8 +47,18 @@ def build(work: Path) -> Path:
     lib = Path(tf.sysconfig.get_lib())
     binary = work / "session_run"
     work.mkdir(parents=True, exist_ok=True)
-    command = [compiler, "-O2", "-o", str(binary), str(SOURCE), f"-I{tf.sysconfig.get_include()}", f"-L{lib}",
-               "-l:libtensorflow_cc.so.2", "-l:libtensorflow_framework.so.2", f"-Wl,-rpath,{lib}"]  # fmt: skip
+    command = [
+        compiler,
+        "-O2",
+        "-o",
+        str(binary),
+        str(SOURCE),
+        f"-I{tf.sysconfig.get_include()}",
+        f"-L{lib}",
+        "-l:libtensorflow_cc.so.2",
+        "-l:libtensorflow_framework.so.2",
+        f"-Wl,-rpath,{lib}",
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         raise SessionRunUnavailable(f"compiling {SOURCE.name} failed: {done.stderr.strip()[-600:]}")
@@ -60,8 +70,10 @@ def input_specs(feeds: Mapping[str, np.ndarray], any_length: Collection[str] = (
     width]``, or ``[None, None]`` for the ``any_length`` feeds (token ids: one graph serves every length)."""
     import tensorflow as tf
 
-    return [tf.TensorSpec([None, None if name in any_length else values.shape[1]], tf.as_dtype(values.dtype), name=name)
-            for name, values in feeds.items()]  # fmt: skip
+    return [
+        tf.TensorSpec([None, None if name in any_length else values.shape[1]], tf.as_dtype(values.dtype), name=name)
+        for name, values in feeds.items()
+    ]
 
 
 def save_network(network, specs: Sequence, out_dir: Path) -> Path:
@@ -70,8 +82,9 @@ def save_network(network, specs: Sequence, out_dir: Path) -> Path:
 
     module = tf.Module()
     module.network = network
-    module.serve = tf.function(lambda *inputs: {"output": network(*inputs)[0]}, input_signature=list(specs),
-                               autograph=False)  # fmt: skip
+    module.serve = tf.function(
+        lambda *inputs: {"output": network(*inputs)[0]}, input_signature=list(specs), autograph=False
+    )
     tf.saved_model.save(module, str(out_dir), signatures={NETWORK_SIGNATURE: module.serve.get_concrete_function()})
     return out_dir
 
@@ -114,8 +127,9 @@ class TimerProcess:
 
     def __init__(self, args: list[str], env: Mapping[str, str], name: str) -> None:
         self._name = name
-        self._process = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         text=True, env=dict(env))  # fmt: skip
+        self._process = subprocess.Popen(
+            args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(env)
+        )
 
     def times(self, batch: int, seconds: float, min_calls: int) -> list[float]:
         """Milliseconds of each timed call on the first ``batch`` rows."""
@@ -145,8 +159,16 @@ class SessionRun(TimerProcess):
     """One SavedModel signature kept loaded in a ``session_run`` process. ``env``: the process's extra environment
     (e.g. ``TF_ENABLE_ONEDNN_OPTS=0``: TensorFlow's own kernels instead of its oneDNN rewrites)."""
 
-    def __init__(self, binary: Path, export_dir: Path, feeds: dict[str, object], work: Path, threads: int,
-                 signature: str = NETWORK_SIGNATURE, env: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        binary: Path,
+        export_dir: Path,
+        feeds: dict[str, object],
+        work: Path,
+        threads: int,
+        signature: str = NETWORK_SIGNATURE,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         import tensorflow as tf
 
         inputs, outputs = _signature_tensors(export_dir, signature)
@@ -173,12 +195,21 @@ class SavedGraphs:
 def save_graphs(network, specs: Sequence, work: Path) -> SavedGraphs:
     """``session_run`` compiled, the network and the floor saved with ``specs`` (see :func:`input_specs`)."""
     binary = build(work)
-    return SavedGraphs(binary, save_network(network, specs, work / "network_savedmodel"),
-                       save_network(floor_network, specs, work / "floor_savedmodel"))  # fmt: skip
+    return SavedGraphs(
+        binary,
+        save_network(network, specs, work / "network_savedmodel"),
+        save_network(floor_network, specs, work / "floor_savedmodel"),
+    )
 
 
-def session_runs(graphs: SavedGraphs, saved_model_dir: Path, examples: Sequence[bytes],
-                 feeds: Mapping[str, np.ndarray], work: Path, threads: int) -> dict[str, SessionRun]:  # fmt: skip
+def session_runs(
+    graphs: SavedGraphs,
+    saved_model_dir: Path,
+    examples: Sequence[bytes],
+    feeds: Mapping[str, np.ndarray],
+    work: Path,
+    threads: int,
+) -> dict[str, SessionRun]:
     """``tf_session_floor``, ``converted_network_session`` (the network alone on ``feeds``, its inputs by name)
     and ``savedmodel_signature_session`` (the pushed model's ``serving_default`` on raw tf.Examples)."""
     from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
@@ -186,13 +217,18 @@ def session_runs(graphs: SavedGraphs, saved_model_dir: Path, examples: Sequence[
     return {
         # What any graph costs per Session::Run here, whatever it computes: one that doubles the first input.
         "tf_session_floor": SessionRun(graphs.binary, graphs.floor_dir, feeds, work / "floor_rows", threads),
-        "converted_network_session": SessionRun(graphs.binary, graphs.network_dir, feeds, work / "network_rows",
-                                                threads),
+        "converted_network_session": SessionRun(
+            graphs.binary, graphs.network_dir, feeds, work / "network_rows", threads
+        ),
         "savedmodel_signature_session": SessionRun(
-            graphs.binary, saved_model_dir, {EXAMPLES_INPUT: list(examples)}, work / "signature_rows", threads,
+            graphs.binary,
+            saved_model_dir,
+            {EXAMPLES_INPUT: list(examples)},
+            work / "signature_rows",
+            threads,
             SERVING_SIGNATURE,
         ),
-    }  # fmt: skip
+    }
 
 
 def _op_type(label: str) -> str:
@@ -205,8 +241,9 @@ def _shape(node) -> list[int]:
     return [d.size for d in node.output[0].tensor_description.shape.dim] if node.output else []
 
 
-def op_profile(saved_model_dir: Path, feeds: Mapping[str, np.ndarray], threads: int, calls: int = 20,
-               top_nodes: int = 8) -> dict:  # fmt: skip
+def op_profile(
+    saved_model_dir: Path, feeds: Mapping[str, np.ndarray], threads: int, calls: int = 20, top_nodes: int = 8
+) -> dict:
     """Where a signature's time goes under ``Session::Run`` (TF Serving's call, in this process's DirectSession,
     with the graph optimizations TF Serving gets): per op type, the milliseconds per call summed over its nodes
     and the node count; the ``top_nodes`` slowest nodes with their first output's shape; from the step stats of
@@ -248,7 +285,13 @@ def op_profile(saved_model_dir: Path, feeds: Mapping[str, np.ndarray], threads: 
     for name, micros in node_micros.items():
         ops[node_info[name][0]]["ms_per_call"] += micros / calls / 1e3
         ops[node_info[name][0]]["nodes"] += 1
-    slowest = [{"node": name, "op": node_info[name][0], "shape": node_info[name][1], "ms_per_call":
-                micros / calls / 1e3} for name, micros in node_micros.most_common(top_nodes)]  # fmt: skip
-    return {"wall_ms": statistics.median(walls), "nodes": len(node_micros), "top_nodes": slowest,
-            "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1]["ms_per_call"]))}  # fmt: skip
+    slowest = [
+        {"node": name, "op": node_info[name][0], "shape": node_info[name][1], "ms_per_call": micros / calls / 1e3}
+        for name, micros in node_micros.most_common(top_nodes)
+    ]
+    return {
+        "wall_ms": statistics.median(walls),
+        "nodes": len(node_micros),
+        "top_nodes": slowest,
+        "ops": dict(sorted(ops.items(), key=lambda kv: -kv[1]["ms_per_call"])),
+    }

@@ -232,19 +232,29 @@ def launch_choice(inputs: TrainerInputs, dataset: DatasetConfig, work: Path, rou
     for i, name in _mirrored(tuple(measured), rounds):
         job = _job(work / "arrays", work / f"{name}_{i}", layout, TrainerHParams(use_gpu=False, num_workers=1))
         if name == "torchrun_2_workers":
-            measured[name].append(_torchrun(work / "arrays", work / f"{name}_{i}", layout,
-                                            job.hparams.replace(num_workers=2)))  # fmt: skip
+            measured[name].append(
+                _torchrun(work / "arrays", work / f"{name}_{i}", layout, job.hparams.replace(num_workers=2))
+            )
             continue
         Path(job.run_dir).mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         run_in_process(job, work / f"{name}_{i}" / "train.log", threads=os.cpu_count())
         result = TrainResult.load(Path(job.run_dir) / contracts.RESULT_FILE)
-        measured[name].append({"wall_seconds_with_process_start": time.perf_counter() - started,
-                               "eval_auc": result.eval_auc, "epochs": result.epochs_run})  # fmt: skip
+        measured[name].append(
+            {
+                "wall_seconds_with_process_start": time.perf_counter() - started,
+                "eval_auc": result.eval_auc,
+                "epochs": result.epochs_run,
+            }
+        )
     summary = {
         name: {key: _mean([m[key] for m in runs]) for key in ("wall_seconds_with_process_start", "eval_auc")}
         for name, runs in measured.items()
     }
-    return {"train_rows": counts["train"], "rounds": rounds, "runs": summary,
-            "wall_ratio": summary["in_process"]["wall_seconds_with_process_start"]
-            / summary["torchrun_2_workers"]["wall_seconds_with_process_start"]}  # fmt: skip
+    return {
+        "train_rows": counts["train"],
+        "rounds": rounds,
+        "runs": summary,
+        "wall_ratio": summary["in_process"]["wall_seconds_with_process_start"]
+        / summary["torchrun_2_workers"]["wall_seconds_with_process_start"],
+    }

@@ -50,8 +50,16 @@ from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 logger = logging.getLogger(__name__)
 
 DATASET = "taxi"
-RUNTIMES = ("converted_network_session", "converted_network", "onnxruntime", "torch", "tf_session_floor",
-            "tf_call_floor", "savedmodel_signature_session", "savedmodel_signature")  # fmt: skip
+RUNTIMES = (
+    "converted_network_session",
+    "converted_network",
+    "onnxruntime",
+    "torch",
+    "tf_session_floor",
+    "tf_call_floor",
+    "savedmodel_signature_session",
+    "savedmodel_signature",
+)
 AUC_SOURCE = (
     "tfma_auc: the pipeline Evaluator's TFMA AUC (Overall slice) of the SavedModel on the eval split; "
     f"torch_eval_auc: the TorchTrainer's '{contracts.EVAL_AUC_PROPERTY}' property (PyTorch, eval split)"
@@ -114,19 +122,32 @@ def run_model(
         finish_promotion(root, serving_dir, log)
     torch_auc = summary.custom(contracts.TRAINER_ID, "model", contracts.EVAL_AUC_PROPERTY)
     return ZooRun(
-        model=label, run=run, model_uri=Path(artifact.uri), blessed=summary.blessed, pushed_to=summary.pushed_to,
+        model=label,
+        run=run,
+        model_uri=Path(artifact.uri),
+        blessed=summary.blessed,
+        pushed_to=summary.pushed_to,
         torch_eval_auc=None if torch_auc is None else float(torch_auc),
         tfma_auc=pipelines.evaluator_metrics(root).get("auc"),
         pipeline_conversion=summary.custom(contracts.TRAINER_ID, "model", contracts.CONVERSION_PROPERTY),
         pipeline_parity=summary.parity,
-    )  # fmt: skip
+    )
 
 
 def finish_promotion(root: Path, serving_dir: Path, log: Path) -> None:
     """``torchtfx promote --finish``: the operator's confirmation of the staged version (no TF Serving here),
     without which the next model's promotion is refused; its output is appended to ``log``."""
-    command = [str(Path(sys.executable).with_name("torchtfx")), "promote", "--dataset", DATASET,
-               "--pipeline-root", str(root), "--serving-dir", str(serving_dir), "--finish"]  # fmt: skip
+    command = [
+        str(Path(sys.executable).with_name("torchtfx")),
+        "promote",
+        "--dataset",
+        DATASET,
+        "--pipeline-root",
+        str(root),
+        "--serving-dir",
+        str(serving_dir),
+        "--finish",
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     with log.open("a") as handle:
         handle.write(f"\n$ {' '.join(command)}\n{done.stdout}{done.stderr}")
@@ -219,8 +240,14 @@ def fp16_variant(fp32_network, export_dir: Path, layout: FeatureLayout, saved, r
         b: latency["fp16_network"][b]["median_ms"] / latency["fp32_network"][b]["median_ms"]
         for b in latency["fp16_network"]
     }
-    return {"method": method, "passed": drift.passed, "violations": list(drift.violations),
-            "figures": drift.to_metrics(), "latency": latency, "fp16_vs_fp32": ratio}  # fmt: skip
+    return {
+        "method": method,
+        "passed": drift.passed,
+        "violations": list(drift.violations),
+        "figures": drift.to_metrics(),
+        "latency": latency,
+        "fp16_vs_fp32": ratio,
+    }
 
 
 def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path, threads: int) -> dict:
@@ -247,8 +274,9 @@ def measure(zoo_run: ZooRun, raw_eval: Path, hparams: TrainerHParams, work: Path
     runtimes = _runtimes(network_fn, export_dir, layout, hparams, threads)
     runtimes["savedmodel_signature"] = _signature_call(saved, examples)
     with contextlib.ExitStack() as stack:
-        sessions, unavailable = session_timers(conversion.network, serving_dir, examples, dense, categorical,
-                                               work / zoo_run.model / "c_api", stack)  # fmt: skip
+        sessions, unavailable = session_timers(
+            conversion.network, serving_dir, examples, dense, categorical, work / zoo_run.model / "c_api", stack
+        )
         latency = _latencies(runtimes, dense, categorical, zoo_run.model, sessions)
     network_runtime = "converted_network_session" if sessions else "converted_network"
     torch_model = load_torch_model(export_dir, layout, hparams)
@@ -373,8 +401,10 @@ def parse_conversion(text: str | None) -> dict:
     as its parts; ``exporter`` is None in artifacts written before the dynamo exporter existed."""
     parts = [part.strip() for part in (text or "").split(";") if part.strip()]
     fields = dict(part.split(": ", 1) for part in parts[1:] if ": " in part)
-    listed = {key: [v.strip() for v in fields.get(key, "").split(",") if v.strip() not in ("", "none")]
-              for key in ("repairs", "symbolics")}  # fmt: skip
+    listed = {
+        key: [v.strip() for v in fields.get(key, "").split(",") if v.strip() not in ("", "none")]
+        for key in ("repairs", "symbolics")
+    }
     return {"strategy": parts[0] if parts else None, "exporter": fields.get("exporter"), **listed}
 
 
@@ -391,8 +421,11 @@ def research_zoo(work: Path, beam_workers: int, names: list[str] | None = None) 
     _set_tf_threads(threads)
     rows = []
     for entry in by_name(names):
-        described = {"model": entry.name, "factory": f"tests/bench/research_zoo/{entry.path.name}:build",
-                     **entry.describe()}  # fmt: skip
+        described = {
+            "model": entry.name,
+            "factory": f"tests/bench/research_zoo/{entry.path.name}:build",
+            **entry.describe(),
+        }
         try:
             zoo_run = run_model(root, data_dir, entry.factory, beam_workers, RESEARCH_ARGS, entry.name, serving)
         except RuntimeError as err:
@@ -551,8 +584,10 @@ def _dynamo_parity(dynamo_path: Path, legacy_path: Path, dense: np.ndarray, cate
     diff = float(np.max(np.abs(got.reshape(want.shape) - want))) if want.size else 0.0
     result.update(parity_max_abs_diff=diff, parity_rows=len(dense), ok=diff <= PARITY_TOLERANCE and not static)
     if static:
-        result["error"] = (f"batch fixed at {static} (torch.export specialized the batch dimension; the exporter "
-                           f"dropped it without an error); at that batch, parity {diff:.2e}")  # fmt: skip
+        result["error"] = (
+            f"batch fixed at {static} (torch.export specialized the batch dimension; the exporter "
+            f"dropped it without an error); at that batch, parity {diff:.2e}"
+        )
     elif not result["ok"]:
         result["error"] = f"parity {diff:.3g} > {PARITY_TOLERANCE}"
     return result

@@ -33,8 +33,20 @@ BEFORE_TRAINER = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleV
 def _run_args(data: Path, root: Path, *extra: str) -> list[str]:
     # -v: these tests wait for the workers' per-epoch lines and read their resume lines, which a default run
     # leaves out of the console (pipeline/cli/console.py)
-    return [sys.executable, "-m", "torchtfx.pipeline.cli.main", "-v", "run", "--data-dir", str(data), "--pipeline-root",
-            str(root / "pipeline"), "--serving-dir", str(root / "serving"), *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "torchtfx.pipeline.cli.main",
+        "-v",
+        "run",
+        "--data-dir",
+        str(data),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        "--serving-dir",
+        str(root / "serving"),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +85,12 @@ def _interrupt_transform(args: list[str], tmp_path: Path) -> None:
     with log.open("w") as out:
         run = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait_for(lambda: "Component Transform is running." in log.read_text() and _beam_workers(run.pid),
-                  "Transform's Beam workers", log, run)  # fmt: skip
+        _wait_for(
+            lambda: "Component Transform is running." in log.read_text() and _beam_workers(run.pid),
+            "Transform's Beam workers",
+            log,
+            run,
+        )
         started = psutil.Process(run.pid).children(recursive=True)
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=60) == 143, log.read_text()[-3000:]
@@ -114,8 +130,18 @@ def test_fault_pipeline_sigterm_in_transform_then_sigkill_in_ddp_leave_no_orphan
     SIGKILL during DDP training (2 workers), then a run that reuses every completed stage and finishes."""
     # 2,000 rows would run Beam and training in the pipeline's own process (beam mode and num_workers auto): ask
     # for the Beam worker processes and the DDP workers whose orphaning this test is about.
-    args = _run_args(sample, tmp_path, "--epochs", "4", "--num-workers", "2", "--beam-mode", "multi_processing",
-                     "--beam-workers", "2")  # fmt: skip
+    args = _run_args(
+        sample,
+        tmp_path,
+        "--epochs",
+        "4",
+        "--num-workers",
+        "2",
+        "--beam-mode",
+        "multi_processing",
+        "--beam-workers",
+        "2",
+    )
     _interrupt_transform(args, tmp_path)
     _kill_during_ddp(args, tmp_path)
     third = subprocess.run(args, capture_output=True, text=True, timeout=1200)
@@ -171,9 +197,13 @@ def test_fault_mlflow_unreachable_with_continue_trains_untracked_and_never_promo
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         uri = f"http://127.0.0.1:{closed.getsockname()[1]}"
-        proc = subprocess.run([*_run_args(sample, tmp_path, "--epochs", "4"), "--mlflow-unreachable", "continue"],
-                              capture_output=True, text=True, timeout=1200,
-                              env={**os.environ, "MLFLOW_TRACKING_URI": uri})  # fmt: skip
+        proc = subprocess.run(
+            [*_run_args(sample, tmp_path, "--epochs", "4"), "--mlflow-unreachable", "continue"],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            env={**os.environ, "MLFLOW_TRACKING_URI": uri},
+        )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "continues WITHOUT MLflow tracking (policy 'continue')" in proc.stderr
     assert f"the MLflow tracking server at {uri} is unreachable" in proc.stderr

@@ -25,10 +25,24 @@ DATA_STAGES = {"CsvExampleGen", "StatisticsGen", "ExampleValidator", "DataGate",
 
 def torchtfx(data: Path, root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "torchtfx.pipeline.cli.main", "run", "--data-dir", str(data),
-         "--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving"), *args],
-        capture_output=True, text=True, timeout=1200, env=dict(os.environ),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "torchtfx.pipeline.cli.main",
+            "run",
+            "--data-dir",
+            str(data),
+            "--pipeline-root",
+            str(root / "pipeline"),
+            "--serving-dir",
+            str(root / "serving"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=dict(os.environ),
+    )
 
 
 def _excel_export(rows: list[dict[str, str]], fields: list[str], directory: Path) -> Path:

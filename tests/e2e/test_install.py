@@ -32,11 +32,27 @@ pytestmark = pytest.mark.e2e
 STACK = Path(sysconfig.get_paths()["purelib"])  # the test environment's site-packages: the pinned stack
 # What a fresh clone lacks (.gitignore): environments, build outputs, runs and caches.
 NOT_IN_A_CLONE = shutil.ignore_patterns(
-    ".git", ".venv", "__pycache__", "*.pyc", "*.egg-info", "build", "dist", "runs", "tfx_root", ".tmp", ".whl", ".gl",
-    ".pytest_cache", ".ruff_cache",
-)  # fmt: skip
-SHIPPED = ("torchtfx/schema/taxi/schema.pbtxt", "torchtfx/schema/loans/schema.pbtxt",
-           "torchtfx/schema/movie_reviews/schema.pbtxt", "torchtfx/data/datasets/taxi.yaml")  # fmt: skip
+    ".git",
+    ".venv",
+    "__pycache__",
+    "*.pyc",
+    "*.egg-info",
+    "build",
+    "dist",
+    "runs",
+    "tfx_root",
+    ".tmp",
+    ".whl",
+    ".gl",
+    ".pytest_cache",
+    ".ruff_cache",
+)
+SHIPPED = (
+    "torchtfx/schema/taxi/schema.pbtxt",
+    "torchtfx/schema/loans/schema.pbtxt",
+    "torchtfx/schema/movie_reviews/schema.pbtxt",
+    "torchtfx/data/datasets/taxi.yaml",
+)
 PROBE = """
 import json, torchtfx.data.resources as r, torchtfx.pipeline.cli.main as cli
 from torchtfx.data.config.dataset import load_dataset_config
@@ -80,16 +96,43 @@ def installed(tmp_path_factory):
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     assert {"setup.py", "MANIFEST.in", "schema/taxi/schema.pbtxt", "data/datasets/taxi.yaml"} <= names, names
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
-          "-w", str(tmp / "wheel"), str(sdist)], cwd=tmp)  # fmt: skip
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(tmp / "wheel"),
+            str(sdist),
+        ],
+        cwd=tmp,
+    )
     (wheel,) = (tmp / "wheel").glob("torchtfx-*.whl")
     members = set(zipfile.ZipFile(wheel).namelist())
     assert set(SHIPPED) <= members, sorted(members)
     python, site = _fresh_venv(tmp)
     # The test environment's pip, run under the fresh interpreter (which has no pip, and no stack yet: pip sees no
     # other torchtfx), installs the wheel into the fresh venv.
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps", "--no-index",
-          str(wheel)], cwd=tmp)  # fmt: skip
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        cwd=tmp,
+    )
     (site / "zz_pinned_stack.pth").write_text(f"{STACK}\n")
     return python, site
 
@@ -113,8 +156,16 @@ def test_torchtfx_run_from_an_empty_folder_trains_and_pushes_on_the_shipped_taxi
     python, site = installed
     work = tmp_path / "empty"
     work.mkdir()
-    run = [str(python.parent / "torchtfx"), "run", "--epochs", "2", "--beam-mode", "multi_processing",
-           "--beam-workers", "2"]  # fmt: skip
+    run = [
+        str(python.parent / "torchtfx"),
+        "run",
+        "--epochs",
+        "2",
+        "--beam-mode",
+        "multi_processing",
+        "--beam-workers",
+        "2",
+    ]
     done = _run(run, cwd=work, env=_clean_env(python.parent), timeout=1500)
     root = work / "runs" / "local"
     summary = helpers.metadata(root)
@@ -124,11 +175,14 @@ def test_torchtfx_run_from_an_empty_folder_trains_and_pushes_on_the_shipped_taxi
     assert (root / "serving" / "taxi" / "1" / "saved_model.pb").is_file()
     assert (root / "mlflow" / "mlflow.db").is_file()
     with contextlib.closing(sqlite3.connect(root / "metadata.sqlite")) as db:
-        properties = db.execute("SELECT name, string_value FROM ExecutionProperty WHERE name IN "
-                                "('schema_file', 'code_version')").fetchall()  # fmt: skip
+        properties = db.execute(
+            "SELECT name, string_value FROM ExecutionProperty WHERE name IN ('schema_file', 'code_version')"
+        ).fetchall()
     # ImportSchemaGen read the installed schema; the Promoter recorded the installed version (no git checkout).
-    assert set(properties) == {("schema_file", str(site / "torchtfx" / "schema" / "taxi" / "schema.pbtxt")),
-                               ("code_version", "torchtfx==0.1.0")}  # fmt: skip
+    assert set(properties) == {
+        ("schema_file", str(site / "torchtfx" / "schema" / "taxi" / "schema.pbtxt")),
+        ("code_version", "torchtfx==0.1.0"),
+    }
     # Beam's workers were handed a wheel of the installed files (the DirectRunner's run in this environment).
     (wheel,) = (root / "beam_package").glob("torchtfx-*-py3-none-any.whl")
     members = set(zipfile.ZipFile(wheel).namelist())

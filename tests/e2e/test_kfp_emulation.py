@@ -22,8 +22,18 @@ from torchtfx.pipeline.kfp.submit import namespaced_root
 
 pytestmark = pytest.mark.e2e
 
-STEPS = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
-         "TorchTrainer", "ChampionModel", "Evaluator", "Promoter"}  # fmt: skip
+STEPS = {
+    "CsvExampleGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "DataGate",
+    "Transform",
+    "TorchTrainer",
+    "ChampionModel",
+    "Evaluator",
+    "Promoter",
+}
 RUN_ID = "emulated-run-1"
 BACKEND = "2.15"  # what Kubeflow 1.11 installs: executor-logs outputs, outputFile in the task root, multi-user
 NAMESPACE = "team-a"
@@ -113,8 +123,16 @@ def _submitted_root(spec: Path) -> str:
 
 def _launcher(root: Path, spec: Path, backend: str, run_root_uri: str, bucket: str = "kfp-root") -> Launcher:
     secrets = {"mlflow": {"tracking_uri": f"sqlite:///{root / 'mlflow.db'}"}}
-    return Launcher(spec, RUN_ID, venv_bin(), secrets, pipeline_root=root / bucket, backend=backend,
-                    namespace=NAMESPACE, run_root_uri=run_root_uri)  # fmt: skip
+    return Launcher(
+        spec,
+        RUN_ID,
+        venv_bin(),
+        secrets,
+        pipeline_root=root / bucket,
+        backend=backend,
+        namespace=NAMESPACE,
+        run_root_uri=run_root_uri,
+    )
 
 
 @pytest.mark.parametrize("backend", ["2.3", "2.5", "2.17"])

@@ -24,9 +24,17 @@ pytestmark = pytest.mark.e2e
 
 SAMPLE_ROWS = 3000
 ALL_NODES = {
-    "CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate",
-    "Transform", "TorchTrainer", "ChampionModel", "Evaluator", "Promoter",
-}  # fmt: skip
+    "CsvExampleGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "DataGate",
+    "Transform",
+    "TorchTrainer",
+    "ChampionModel",
+    "Evaluator",
+    "Promoter",
+}
 REJECTED = 3  # torchtfx run's exit code for a candidate a gate rejected
 
 
@@ -79,8 +87,16 @@ def taxi_run(tmp_path_factory, taxi_rows, model_server):
     for row in rows[::250]:
         row["payment_type"] = "Crypto"  # 0.4%: the schema tolerates < 1% unknown payment types
     data = helpers.write_sample(rows, root / "data", list(taxi_rows[0]))
-    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"), *serving(root, model_server),
-                    "--epochs", "6", env=SECRET_ENV)  # fmt: skip
+    proc = torchtfx(
+        "--data-dir",
+        str(data),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        *serving(root, model_server),
+        "--epochs",
+        "6",
+        env=SECRET_ENV,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return root, proc
 
@@ -155,8 +171,9 @@ def test_pushed_model_serves_raw_examples_in_a_tensorflow_only_process(taxi_run,
 def _serve(version: Path, script: str) -> subprocess.CompletedProcess:
     """Run ``script`` against the pushed model in a fresh process that imports TensorFlow only."""
     prelude = f"import tensorflow as tf\nmodel = tf.saved_model.load({str(version)!r})\n"
-    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(script)], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_registry_champion_is_an_mlflow_model_that_predicts_like_the_saved_model(taxi_run, taxi_cfg):
@@ -194,8 +211,17 @@ def test_predict_scores_every_row_with_the_champion_as_its_saved_model_does(taxi
     read), every row scored, each equal to serving_default on the row encoded by the tests' own encoder."""
     root, _ = taxi_run
     csv_path, out = root / "data" / "data.csv", root / "predict" / "scores.csv"
-    proc = torchtfx("--data", str(csv_path), "--out", str(out), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), command="predict")  # fmt: skip
+    proc = torchtfx(
+        "--data",
+        str(csv_path),
+        "--out",
+        str(out),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        "--serving-dir",
+        str(root / "serving"),
+        command="predict",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     rows = helpers.csv_rows(csv_path)
     assert f"Scored {len(rows):,} rows of 1 file(s) with serving version 1 (registry version 1" in proc.stdout
@@ -264,8 +290,11 @@ def test_bad_input_13_serving_requests_with_missing_features_or_wrong_dtypes_get
     """,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.split(" ")[0] in
-                 ("optional-missing", "missing", "dtype"))  # fmt: skip
+    lines = dict(
+        line.split(" ", 1)
+        for line in proc.stdout.splitlines()
+        if line.split(" ")[0] in ("optional-missing", "missing", "dtype")
+    )
     assert 0.0 <= float(lines["optional-missing"]) <= 1.0  # absent optional features take the schema defaults
     assert lines["missing"].startswith("REFUSED") and "fare" in lines["missing"], lines
     assert lines["dtype"].startswith("REFUSED") and "fare" in lines["dtype"], lines
@@ -295,8 +324,15 @@ def test_fault_mlflow_unreachable_fails_before_training_by_default(taxi_run, tmp
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         uri = f"http://127.0.0.1:{closed.getsockname()[1]}"
-        proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(tmp_path / "pipeline"),
-                        "--serving-dir", str(root / "serving"), env={"MLFLOW_TRACKING_URI": uri})  # fmt: skip
+        proc = torchtfx(
+            "--data-dir",
+            str(root / "data"),
+            "--pipeline-root",
+            str(tmp_path / "pipeline"),
+            "--serving-dir",
+            str(root / "serving"),
+            env={"MLFLOW_TRACKING_URI": uri},
+        )
     assert proc.returncode == 1
     assert f"Error: the MLflow tracking server at {uri} is unreachable (ConnectionError: connection refused). " in (
         proc.stderr
@@ -309,8 +345,20 @@ def test_fault_mlflow_unreachable_fails_before_training_by_default(taxi_run, tmp
 def test_second_dataset_runs_from_config_and_schema_alone(tmp_path):
     data = tmp_path / "loans"
     write_csv(data, rows=2500)
-    proc = torchtfx("--dataset", "loans", "--data-dir", str(data), "--pipeline-root", str(tmp_path / "pipeline"),
-                    "--serving-dir", str(tmp_path / "serving"), "--epochs", "8", "--auc-threshold", "0.65")  # fmt: skip
+    proc = torchtfx(
+        "--dataset",
+        "loans",
+        "--data-dir",
+        str(data),
+        "--pipeline-root",
+        str(tmp_path / "pipeline"),
+        "--serving-dir",
+        str(tmp_path / "serving"),
+        "--epochs",
+        "8",
+        "--auc-threshold",
+        "0.65",
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     summary = helpers.metadata(tmp_path / "pipeline")
     assert summary.blessed is True and summary.pushed_to
@@ -321,8 +369,17 @@ def test_worse_model_is_rejected_and_production_is_byte_identical(taxi_run, mode
     """Promotion scenario 2: one optimizer step of training; the gates against the champion refuse it."""
     root, _ = taxi_run
     before, champion = helpers.tree_digest(root / "serving"), registry(root).alias_version("champion").version
-    proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    *serving(root, model_server), "--epochs", "1", "--batch-size", "100000")  # fmt: skip
+    proc = torchtfx(
+        "--data-dir",
+        str(root / "data"),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        *serving(root, model_server),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "100000",
+    )
     assert proc.returncode == REJECTED, proc.stderr[-3000:]
     assert "Candidate REJECTED" in proc.stderr
     assert "auc" in proc.stderr and "change gate: candidate - champion >= -0.01" in proc.stderr
@@ -335,8 +392,17 @@ def test_good_model_is_promoted_and_previous_points_to_the_former_champion(taxi_
     """Promotion scenario 3: a properly trained model (another seed) passes the change gates."""
     root, _ = taxi_run
     former = registry(root).alias_version("champion").version
-    proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    *serving(root, model_server), "--epochs", "6", "--seed", "7")  # fmt: skip
+    proc = torchtfx(
+        "--data-dir",
+        str(root / "data"),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        *serving(root, model_server),
+        "--epochs",
+        "6",
+        "--seed",
+        "7",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     reg = registry(root)
     assert reg.alias_version("previous").version == former
@@ -362,15 +428,24 @@ def _rerun_changes_nothing(root: Path, server: FakeModelServer, *args: str) -> s
     """Rerun a run's own command (the MLMD cache hands back its trained model); nothing under the serving
     directory, in the registry or at TF Serving may change."""
     reg = registry(root)
-    before = (helpers.tree_digest(root / "serving"), reg.client.search_model_versions(f"name='{reg.model_name}'"),
-              _aliases(root), len(server.history))  # fmt: skip
-    proc = torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    *serving(root, server), *args)  # fmt: skip
+    before = (
+        helpers.tree_digest(root / "serving"),
+        reg.client.search_model_versions(f"name='{reg.model_name}'"),
+        _aliases(root),
+        len(server.history),
+    )
+    proc = torchtfx(
+        "--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"), *serving(root, server), *args
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     stages = {s.node: s.state for s in helpers.metadata(root / "pipeline").stages}
     assert stages["TorchTrainer"] == "CACHED" and stages["Promoter"] == "COMPLETE", stages
-    after = (helpers.tree_digest(root / "serving"), reg.client.search_model_versions(f"name='{reg.model_name}'"),
-             _aliases(root), len(server.history))  # fmt: skip
+    after = (
+        helpers.tree_digest(root / "serving"),
+        reg.client.search_model_versions(f"name='{reg.model_name}'"),
+        _aliases(root),
+        len(server.history),
+    )
     assert after[0] == before[0]  # every version, models.config, the batching file: byte-identical
     assert [v.version for v in after[1]] == [v.version for v in before[1]]  # no new registry version
     assert after[2:] == before[2:]  # aliases; no ModelService reload
@@ -454,8 +529,9 @@ def test_bad_input_stops_before_training_and_production_is_byte_identical(taxi_r
     before, aliases = helpers.tree_digest(root / "serving"), _aliases(root)
     rows, fields = mutate([dict(r) for r in taxi_rows[:1500]], list(taxi_rows[0]))
     data = helpers.write_sample(rows, tmp_path / "data", fields)
-    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"))  # fmt: skip
+    proc = torchtfx(
+        "--data-dir", str(data), "--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving")
+    )
     assert proc.returncode == 1
     assert "data validation failed" in proc.stderr, proc.stderr[-3000:]
     assert all(text in proc.stderr for text in expected), proc.stderr[-3000:]
@@ -472,8 +548,9 @@ def test_bad_input_01_malformed_csv_line_stops_in_example_gen(taxi_run, taxi_row
     lines = (data / "data.csv").read_text().splitlines()
     lines[120] += ",oops"  # one field too many on line 121
     (data / "data.csv").write_text("\n".join(lines) + "\n")
-    proc = torchtfx("--data-dir", str(data), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"))  # fmt: skip
+    proc = torchtfx(
+        "--data-dir", str(data), "--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving")
+    )
     assert proc.returncode == 1
     assert f"Error: {data / 'data.csv'}, line 121: 19 fields where the header has 18" in proc.stderr, proc.stderr[
         -3000:

@@ -24,8 +24,19 @@ pytestmark = pytest.mark.e2e
 def _run(root: Path, dataset: str, *args: str):
     # No TF Serving reads these folders: the labels move at once (as `make run` does), so the second run on a root
     # is not refused for the first one's staged promotion.
-    return torchtfx("--dataset", dataset, "--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), "--confirm-labels", "immediate", *args)  # fmt: skip
+    return torchtfx(
+        "--dataset",
+        dataset,
+        "--data-dir",
+        str(root / "data"),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        "--serving-dir",
+        str(root / "serving"),
+        "--confirm-labels",
+        "immediate",
+        *args,
+    )
 
 
 def _registry(root: Path, dataset: str) -> Registry:

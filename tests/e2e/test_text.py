@@ -37,9 +37,20 @@ def text_run(tmp_path_factory):
     long = [r for r in rows if r["source"] == "imdb"]
     sample = short + long[: LONG_ROWS // 2] + long[-LONG_ROWS // 2 :]  # the IMDB rows are sorted by label
     helpers.write_sample(sample, root / "data", list(rows[0]))
-    proc = torchtfx("--dataset", "movie_reviews", "--data-dir", str(root / "data"), "--pipeline-root",
-                    str(root / "pipeline"), "--serving-dir", str(root / "serving"), "--epochs", "4",
-                    "--auc-threshold", "0.6")  # fmt: skip
+    proc = torchtfx(
+        "--dataset",
+        "movie_reviews",
+        "--data-dir",
+        str(root / "data"),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        "--serving-dir",
+        str(root / "serving"),
+        "--epochs",
+        "4",
+        "--auc-threshold",
+        "0.6",
+    )
     return root, proc
 
 

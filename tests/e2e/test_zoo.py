@@ -55,8 +55,19 @@ def zoo_root(tmp_path_factory, taxi_csv):
 
 
 def _run(root, *args):
-    return torchtfx("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"),
-                    "--serving-dir", str(root / "serving"), "--epochs", "8", "--batch-size", "64", *args)  # fmt: skip
+    return torchtfx(
+        "--data-dir",
+        str(root / "data"),
+        "--pipeline-root",
+        str(root / "pipeline"),
+        "--serving-dir",
+        str(root / "serving"),
+        "--epochs",
+        "8",
+        "--batch-size",
+        "64",
+        *args,
+    )
 
 
 def _check_converted_and_blessed(root, proc, factory: str) -> None:
@@ -68,8 +79,9 @@ def _check_converted_and_blessed(root, proc, factory: str) -> None:
     assert summary.custom("TorchTrainer", "model", "onnx_conversion").startswith("translator")
     # No TF Serving here to confirm the load: the operator's confirmation, without which the next model's
     # promotion would stop (the labels move only onto a version someone saw loaded).
-    finish = torchtfx("--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving"), "--finish",
-                      command="promote")  # fmt: skip
+    finish = torchtfx(
+        "--pipeline-root", str(root / "pipeline"), "--serving-dir", str(root / "serving"), "--finish", command="promote"
+    )
     assert finish.returncode == 0, finish.stderr[-2000:]
 
 

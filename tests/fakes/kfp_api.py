@@ -20,9 +20,15 @@ def run_status(state: str, tasks: dict[str, str] | None = None, error: str | Non
     """What run get reports at one moment: the run's state, each task's state, the error once it failed."""
     status: dict[str, Any] = {"state": state}
     if tasks:
-        details = [{"task_id": f"task-{i}", "display_name": name, "state": task_state,
-                    **({"error": {"code": 2, "message": error}} if task_state == "FAILED" and error else {})}
-                   for i, (name, task_state) in enumerate(tasks.items())]  # fmt: skip
+        details = [
+            {
+                "task_id": f"task-{i}",
+                "display_name": name,
+                "state": task_state,
+                **({"error": {"code": 2, "message": error}} if task_state == "FAILED" and error else {}),
+            }
+            for i, (name, task_state) in enumerate(tasks.items())
+        ]
         status["run_details"] = {"pipeline_context_id": "7", "task_details": details}
     if error:
         status["error"] = {"code": 2, "message": error}
@@ -45,8 +51,9 @@ class FakeKfp:
 
     def handle(self, method: str, url: str, body: bytes, headers: dict) -> tuple[int, dict]:
         parsed = urllib.parse.urlsplit(url)
-        self.requests.append({"method": method, "path": parsed.path, "headers": headers,
-                              "body": json.loads(body) if body else None})  # fmt: skip
+        self.requests.append(
+            {"method": method, "path": parsed.path, "headers": headers, "body": json.loads(body) if body else None}
+        )
         if parsed.path == "/apis/v2beta1/healthz":
             return 200, {"multi_user": False}
         if parsed.path == "/apis/v2beta1/experiments" and method == "GET":
@@ -65,8 +72,12 @@ class FakeKfp:
     def _create_run(self, body: dict) -> tuple[int, dict]:
         if self.run_code != 200:
             return self.run_code, {"error_message": "simulated refusal", "code": 7}
-        run = {**body, "run_id": f"run-{123 + len(self.runs_created)}", "state": "PENDING",
-               "created_at": "2025-01-01T00:00:00Z"}  # fmt: skip
+        run = {
+            **body,
+            "run_id": f"run-{123 + len(self.runs_created)}",
+            "state": "PENDING",
+            "created_at": "2025-01-01T00:00:00Z",
+        }
         self.runs_created[run["run_id"]] = run
         return 200, run
 

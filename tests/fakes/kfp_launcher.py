@@ -57,8 +57,12 @@ def backend_version(backend: str) -> tuple[int, int]:
 
 def writable_prefixes(namespace: str) -> tuple[str, ...]:
     """The object keys a profile namespace's credentials may write (sync.py:362-373@2.15.0)."""
-    return ("mlpipeline/artifacts/", f"mlpipeline/private-artifacts/{namespace}/", f"mlpipeline/private/{namespace}/",
-            "mlpipeline/shared/")  # fmt: skip
+    return (
+        "mlpipeline/artifacts/",
+        f"mlpipeline/private-artifacts/{namespace}/",
+        f"mlpipeline/private/{namespace}/",
+        "mlpipeline/shared/",
+    )
 
 
 class StepFailedError(RuntimeError):

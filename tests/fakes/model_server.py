@@ -42,8 +42,9 @@ FAILED_PRECONDITION, INVALID_ARGUMENT, NOT_FOUND = 9, 3, 5  # tensorflow error c
 class FakeModelServer(model_service_pb2_grpc.ModelServiceServicer):
     """``load_seconds``: how long a version takes to load; ``never_load``: versions that stay LOADING."""
 
-    def __init__(self, load_seconds: float = 0.2, never_load: set[int] | None = None,
-                 allow_labels_for_unavailable: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, load_seconds: float = 0.2, never_load: set[int] | None = None, allow_labels_for_unavailable: bool = False
+    ) -> None:
         self.load_seconds = load_seconds
         self.never_load = set(never_load or ())
         self.allow_labels_for_unavailable = allow_labels_for_unavailable
@@ -144,8 +145,9 @@ class FakeModelServer(model_service_pb2_grpc.ModelServiceServicer):
         for version in wanted:
             if version not in states or states[version][0] == State.END:
                 states[version] = (State.LOADING, "")
-                threading.Thread(target=self._load, args=(model.name, Path(model.base_path), version),
-                                 daemon=True).start()  # fmt: skip
+                threading.Thread(
+                    target=self._load, args=(model.name, Path(model.base_path), version), daemon=True
+                ).start()
 
     def _load(self, name: str, base_path: Path, version: int) -> None:
         time.sleep(self.load_seconds)

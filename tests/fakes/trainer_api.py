@@ -40,8 +40,10 @@ def _status(code: int, message: str) -> tuple[int, dict]:
 
 
 def resource_list(group_version: str, plurals: list[str]) -> dict:
-    resources = [{"name": p, "singularName": "", "namespaced": True, "kind": p.title(), "verbs": ["create", "get"]}
-                 for p in plurals]  # fmt: skip
+    resources = [
+        {"name": p, "singularName": "", "namespaced": True, "kind": p.title(), "verbs": ["create", "get"]}
+        for p in plurals
+    ]
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
 
 
@@ -76,8 +78,9 @@ class LocalTrainer:
                 return _status(404, "the server could not find the requested resource")
             return 200, resource_list(f"{TRAINER_GROUP}/{TRAINER_VERSION}", ["trainjobs", "trainjobs/status"])
         if path == "/apis/kubeflow.org/v1":  # Kubeflow's Notebook/Profile CRDs serve this group without PyTorchJob
-            return 200, resource_list("kubeflow.org/v1", ["notebooks", "profiles", *(
-                ["pytorchjobs"] if "pytorchjobs" in self.served else [])])  # fmt: skip
+            return 200, resource_list(
+                "kubeflow.org/v1", ["notebooks", "profiles", *(["pytorchjobs"] if "pytorchjobs" in self.served else [])]
+            )
         if path == f"/openapi/v3/apis/{TRAINER_GROUP}/{TRAINER_VERSION}" and "trainjobs" in self.served:
             return 200, trainjob_openapi(self.shape)
         job, pods = _JOB.fullmatch(path), _PODS.fullmatch(path)
@@ -110,8 +113,14 @@ class LocalTrainer:
             return _status(422, f"spec.trainer.env: must not have reserved envs, invalid envs configured: {reserved}")
         if spec["runtimeRef"]["name"] != "torch-distributed":
             return _status(422, "spec.runtimeRef: specified clusterTrainingRuntime must be created first")
-        unknown = [k for k in spec if k not in trainjob_openapi(self.shape)["components"]["schemas"][
-            "org.kubeflow.trainer.v1alpha1.TrainJob"]["properties"]["spec"]["properties"]]  # fmt: skip
+        unknown = [
+            k
+            for k in spec
+            if k
+            not in trainjob_openapi(self.shape)["components"]["schemas"]["org.kubeflow.trainer.v1alpha1.TrainJob"][
+                "properties"
+            ]["spec"]["properties"]
+        ]
         if unknown:  # fieldValidation=Strict's answer; the default (Warn) would drop them silently
             return _status(400, f"strict decoding error: unknown field(s) {['spec.' + k for k in unknown]}")
         self.jobs[name] = manifest
@@ -124,8 +133,13 @@ class LocalTrainer:
         env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # the image's python
         self.procs[name] = []
         for rank in range(nodes):
-            env.update(PET_NNODES=str(nodes), PET_NPROC_PER_NODE=str(trainer["numProcPerNode"]),
-                       PET_NODE_RANK=str(rank), PET_MASTER_ADDR="127.0.0.1", PET_MASTER_PORT=str(port))  # fmt: skip
+            env.update(
+                PET_NNODES=str(nodes),
+                PET_NPROC_PER_NODE=str(trainer["numProcPerNode"]),
+                PET_NODE_RANK=str(rank),
+                PET_MASTER_ADDR="127.0.0.1",
+                PET_MASTER_PORT=str(port),
+            )
             log = (self.log_dir / f"{name}-node-0-{rank}.log").open("w")
             self.procs[name].append(subprocess.Popen(trainer["command"], env=dict(env), stdout=log, stderr=log))
 
@@ -135,13 +149,21 @@ class LocalTrainer:
         counts = {"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
         if failed:  # the JobSet fails as soon as one of its Jobs does (no failurePolicy: maxRestarts 0)
             counts.update(failed=failed, active=len(codes) - failed)
-            cond = {"type": "Failed", "status": "True", "reason": "FailedJobs",
-                    "message": "jobset failed due to one or more job failures"}  # fmt: skip
+            cond = {
+                "type": "Failed",
+                "status": "True",
+                "reason": "FailedJobs",
+                "message": "jobset failed due to one or more job failures",
+            }
             return {"conditions": [cond], "jobsStatus": [counts]}
         if codes and all(c == 0 for c in codes):
             counts.update(succeeded=len(codes))
-            cond = {"type": "Complete", "status": "True", "reason": "AllJobsCompleted",
-                    "message": "jobset completed successfully"}  # fmt: skip
+            cond = {
+                "type": "Complete",
+                "status": "True",
+                "reason": "AllJobsCompleted",
+                "message": "jobset completed successfully",
+            }
             return {"conditions": [cond], "jobsStatus": [counts]}
         counts.update(active=len(codes), ready=len(codes))
         return {"jobsStatus": [counts]}
@@ -159,8 +181,14 @@ class LocalTrainer:
     @staticmethod
     def _pod(name: str, labels: dict, code: int | None) -> dict:
         state = {"running": {}} if code is None else {"terminated": {"exitCode": code, "reason": "Error"}}
-        status = {"name": "node", "image": "img", "imageID": "", "ready": code is None, "restartCount": 0,
-                  "state": state}  # fmt: skip
+        status = {
+            "name": "node",
+            "image": "img",
+            "imageID": "",
+            "ready": code is None,
+            "restartCount": 0,
+            "state": state,
+        }
         return {"metadata": {"name": name, "labels": labels}, "status": {"containerStatuses": [status]}}
 
     def _log(self, pod: str, tail: int) -> tuple[int, str]:

@@ -36,8 +36,9 @@ def _graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module:
-                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module
-                            for a in node.names}  # fmt: skip
+                targets |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in files else node.module for a in node.names
+                }
         graph[name] = {t for t in targets if t in files and t != name}
     return graph
 
@@ -111,8 +112,19 @@ def test_a_regular_install_holds_only_torchtfx_packages(tmp_path):
     """What `pip install .` (a wheel) puts into site-packages: torchtfx/... and its dist-info, nothing generic."""
     import zipfile
 
-    build = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--use-pep517",
-             "-w", str(tmp_path), str(PROJECT_ROOT)]  # fmt: skip
+    build = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--use-pep517",
+        "-w",
+        str(tmp_path),
+        str(PROJECT_ROOT),
+    ]
     done = subprocess.run(build, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (wheel,) = tmp_path.glob("torchtfx-*.whl")
@@ -124,8 +136,16 @@ def test_a_regular_install_holds_only_torchtfx_packages(tmp_path):
 
 CONVERTER = "torchtfx.components.converter"
 # The converter is a library of its own (DEVELOPMENT.md): ONNX in, TensorFlow out, proved against onnxruntime.
-CONVERTER_MAY_NOT_IMPORT = ("tfx", "tensorflow_transform", "tensorflow_model_analysis", "mlflow", "apache_beam",
-                            "torch", "ml_metadata", "kfp")  # fmt: skip
+CONVERTER_MAY_NOT_IMPORT = (
+    "tfx",
+    "tensorflow_transform",
+    "tensorflow_model_analysis",
+    "mlflow",
+    "apache_beam",
+    "torch",
+    "ml_metadata",
+    "kfp",
+)
 
 
 def test_the_converter_imports_nothing_from_the_rest_of_torchtfx():
@@ -208,8 +228,11 @@ def test_no_two_trainer_packages_import_each_other():
     edges = set()
     for module, targets in _graph().items():
         if module.startswith(TRAINER):
-            edges |= {(_trainer_package(module, packages), _trainer_package(t, packages))
-                      for t in targets if t.startswith(TRAINER)}  # fmt: skip
+            edges |= {
+                (_trainer_package(module, packages), _trainer_package(t, packages))
+                for t in targets
+                if t.startswith(TRAINER)
+            }
     edges = {(a, b) for a, b in edges if a != b}
     assert (TRAINER, TRAINER + ".worker") in edges  # the walk sees the trainer's packages
     assert sorted((a, b) for a, b in edges if (b, a) in edges) == []
@@ -225,18 +248,25 @@ def _string_constants(path: Path) -> list[tuple[int, str]]:
     tree = ast.parse(path.read_text(), str(path))
     bodies = [n.body for n in ast.walk(tree) if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef))]
     docs = {id(b[0].value) for b in bodies if b and isinstance(b[0], ast.Expr)}
-    return [(n.lineno, n.value) for n in ast.walk(tree)
-            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]  # fmt: skip
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
 
 
 def test_the_served_interface_is_typed_once():
     """The signature and output names live in components/shared/served_interface.py; the converter, a library
     that imports nothing of ours, keeps its own generic name."""
     folders = [PROJECT_ROOT / layer for layer in PACKAGE_LAYERS] + [PROJECT_ROOT / "tests" / "bench"]
-    found = [(str(p.relative_to(PROJECT_ROOT)), line, value)
-             for folder in folders for p in folder.rglob("*.py")
-             if p != SERVED_INTERFACE and "converter" not in p.relative_to(PROJECT_ROOT).parts
-             for line, value in _string_constants(p) if value in SERVED_NAMES]  # fmt: skip
+    found = [
+        (str(p.relative_to(PROJECT_ROOT)), line, value)
+        for folder in folders
+        for p in folder.rglob("*.py")
+        if p != SERVED_INTERFACE and "converter" not in p.relative_to(PROJECT_ROOT).parts
+        for line, value in _string_constants(p)
+        if value in SERVED_NAMES
+    ]
     assert {v for _, v in _string_constants(SERVED_INTERFACE)} >= set(SERVED_NAMES)
     assert found == []
 

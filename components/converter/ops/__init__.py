@@ -35,5 +35,15 @@ from torchtfx.components.converter.ops.registry import (
     static,
 )
 
-__all__ = ["DTYPES", "FUSED_DOMAIN", "FUSED_OPS", "OPS", "Node", "NodeError", "evaluate", "op", "run_subgraph",
-           "static"]  # fmt: skip
+__all__ = [
+    "DTYPES",
+    "FUSED_DOMAIN",
+    "FUSED_OPS",
+    "OPS",
+    "Node",
+    "NodeError",
+    "evaluate",
+    "op",
+    "run_subgraph",
+    "static",
+]

@@ -158,8 +158,14 @@ def _constant_of_shape(node, x):
     return [tf.fill(tf.cast(x[0], tf.int64), node.constant(np.asarray(fill)))]
 
 
-_LIST_VALUES = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
-                "value_ints": np.int64, "value_string": np.object_, "value_strings": np.object_}  # fmt: skip
+_LIST_VALUES = {
+    "value_float": np.float32,
+    "value_floats": np.float32,
+    "value_int": np.int64,
+    "value_ints": np.int64,
+    "value_string": np.object_,
+    "value_strings": np.object_,
+}
 
 
 @op("Constant")

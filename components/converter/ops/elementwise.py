@@ -67,20 +67,51 @@ def _det(x: tf.Tensor) -> tf.Tensor:
 
 
 for _name, _fn in {
-    "Identity": tf.identity, "Sqrt": tf.sqrt, "Erf": tf.math.erf, "Exp": tf.exp, "Log": tf.math.log,
-    "Neg": tf.negative, "Abs": _abs, "Floor": tf.floor, "Ceil": tf.math.ceil, "Reciprocal": tf.math.reciprocal,
-    "Not": tf.logical_not, "Sign": _sign, "Round": tf.round, "IsNaN": tf.math.is_nan, "Det": _det,
-    "Sin": tf.sin, "Cos": tf.cos, "Tan": tf.tan, "Asin": tf.asin, "Acos": tf.acos, "Atan": tf.atan,
-    "Sinh": tf.sinh, "Cosh": tf.cosh, "Asinh": tf.asinh, "Acosh": tf.acosh, "Atanh": tf.atanh,
+    "Identity": tf.identity,
+    "Sqrt": tf.sqrt,
+    "Erf": tf.math.erf,
+    "Exp": tf.exp,
+    "Log": tf.math.log,
+    "Neg": tf.negative,
+    "Abs": _abs,
+    "Floor": tf.floor,
+    "Ceil": tf.math.ceil,
+    "Reciprocal": tf.math.reciprocal,
+    "Not": tf.logical_not,
+    "Sign": _sign,
+    "Round": tf.round,
+    "IsNaN": tf.math.is_nan,
+    "Det": _det,
+    "Sin": tf.sin,
+    "Cos": tf.cos,
+    "Tan": tf.tan,
+    "Asin": tf.asin,
+    "Acos": tf.acos,
+    "Atan": tf.atan,
+    "Sinh": tf.sinh,
+    "Cosh": tf.cosh,
+    "Asinh": tf.asinh,
+    "Acosh": tf.acosh,
+    "Atanh": tf.atanh,
     "BitwiseNot": tf.bitwise.invert,
-}.items():  # fmt: skip
+}.items():
     OPS[_name] = unary(_fn)
 for _name, _fn in {
-    "Add": tf.add, "Sub": tf.subtract, "Mul": tf.multiply, "Equal": tf.equal, "Less": tf.less,
-    "Greater": tf.greater, "LessOrEqual": tf.less_equal, "GreaterOrEqual": tf.greater_equal,
-    "And": tf.logical_and, "Or": tf.logical_or, "Xor": tf.math.logical_xor, "BitwiseAnd": tf.bitwise.bitwise_and,
-    "BitwiseOr": tf.bitwise.bitwise_or, "BitwiseXor": tf.bitwise.bitwise_xor,
-}.items():  # fmt: skip
+    "Add": tf.add,
+    "Sub": tf.subtract,
+    "Mul": tf.multiply,
+    "Equal": tf.equal,
+    "Less": tf.less,
+    "Greater": tf.greater,
+    "LessOrEqual": tf.less_equal,
+    "GreaterOrEqual": tf.greater_equal,
+    "And": tf.logical_and,
+    "Or": tf.logical_or,
+    "Xor": tf.math.logical_xor,
+    "BitwiseAnd": tf.bitwise.bitwise_and,
+    "BitwiseOr": tf.bitwise.bitwise_or,
+    "BitwiseXor": tf.bitwise.bitwise_xor,
+}.items():
     OPS[_name] = _binary(_fn)
 
 
@@ -189,9 +220,13 @@ def _mean(node, x):
 
 
 for _name, _fn in {
-    "Relu": tf.nn.relu, "Sigmoid": tf.sigmoid, "Tanh": tf.tanh, "Softplus": tf.nn.softplus,
-    "Softsign": tf.nn.softsign, "Mish": lambda x: x * tf.tanh(tf.nn.softplus(x)),
-}.items():  # fmt: skip
+    "Relu": tf.nn.relu,
+    "Sigmoid": tf.sigmoid,
+    "Tanh": tf.tanh,
+    "Softplus": tf.nn.softplus,
+    "Softsign": tf.nn.softsign,
+    "Mish": lambda x: x * tf.tanh(tf.nn.softplus(x)),
+}.items():
     OPS[_name] = unary(_fn)
 
 

@@ -120,8 +120,10 @@ def _arg_max(x, padded, kernel, strides, dilations, pairs, extra, storage_order:
         position = position + tf.reshape(tf.range(tf.cast(sizes[axis], tf.int64)) * step, shape)
         step = step * tf.cast(sizes[axis], tf.int64)
     position = _padded(position, pairs, extra, -1)
-    outs = [(tf.shape(padded, tf.int64)[i + 1] - (k - 1) * d - 1) // s + 1
-            for i, (k, s, d) in enumerate(zip(kernel, strides, dilations, strict=True))]  # fmt: skip
+    outs = [
+        (tf.shape(padded, tf.int64)[i + 1] - (k - 1) * d - 1) // s + 1
+        for i, (k, s, d) in enumerate(zip(kernel, strides, dilations, strict=True))
+    ]
     best, where = None, None
     for offset in itertools.product(*[range(k) for k in kernel]):
         taps = zip(offset, outs, strides, dilations, strict=True)
@@ -178,8 +180,10 @@ def _max_unpool(node, x):
     kernel = list(node.attr("kernel_shape"))
     strides, _, pads = geometry(node, n, kernel)
     if output_shape is None:
-        sizes = [(size - 1) * s - pads[i] - pads[i + n] + k
-                 for i, (size, s, k) in enumerate(zip(dims(data), strides, kernel, strict=True))]  # fmt: skip
+        sizes = [
+            (size - 1) * s - pads[i] - pads[i + n] + k
+            for i, (size, s, k) in enumerate(zip(dims(data), strides, kernel, strict=True))
+        ]
         output_shape = tf.stack([tf.cast(d, tf.int64) for d in [*dims(data, 0)[:2], *sizes]])
     # Indices address the flattened output_shape, as MaxPool's address its input: onnxruntime (its #2193) and
     # torch. ONNX's reference and test_maxunpool_export_with_output_shape read them in the shape inferred without

@@ -21,10 +21,20 @@ FUSED_OPS: dict[str, Handler] = {}
 BIG = 2**31 - 1
 
 # ONNX element type -> TF dtype, for the types the translator computes in.
-DTYPES: dict[int, tf.DType] = {TensorProto.FLOAT: tf.float32, TensorProto.UINT8: tf.uint8, TensorProto.INT8: tf.int8,
-          TensorProto.UINT16: tf.uint16, TensorProto.INT16: tf.int16, TensorProto.INT32: tf.int32,
-          TensorProto.INT64: tf.int64, TensorProto.BOOL: tf.bool, TensorProto.FLOAT16: tf.float16,
-          TensorProto.DOUBLE: tf.float64, TensorProto.UINT32: tf.uint32, TensorProto.UINT64: tf.uint64}  # fmt: skip
+DTYPES: dict[int, tf.DType] = {
+    TensorProto.FLOAT: tf.float32,
+    TensorProto.UINT8: tf.uint8,
+    TensorProto.INT8: tf.int8,
+    TensorProto.UINT16: tf.uint16,
+    TensorProto.INT16: tf.int16,
+    TensorProto.INT32: tf.int32,
+    TensorProto.INT64: tf.int64,
+    TensorProto.BOOL: tf.bool,
+    TensorProto.FLOAT16: tf.float16,
+    TensorProto.DOUBLE: tf.float64,
+    TensorProto.UINT32: tf.uint32,
+    TensorProto.UINT64: tf.uint64,
+}
 
 
 class Node:
@@ -89,8 +99,10 @@ def evaluate(nodes: list[Node], env: dict[str, tf.Tensor]) -> dict[str, tf.Tenso
             raise
         except Exception as err:
             first = str(err).splitlines()[0] if str(err) else ""
-            raise NodeError(f"ONNX node {node.name or node.proto.output[0]!r} ({node.op_type}) could not be "
-                            f"translated: {type(err).__name__}: {first}") from err  # fmt: skip
+            raise NodeError(
+                f"ONNX node {node.name or node.proto.output[0]!r} ({node.op_type}) could not be "
+                f"translated: {type(err).__name__}: {first}"
+            ) from err
         for name, value in zip(node.proto.output, outputs, strict=False):
             if name:
                 env[name] = value

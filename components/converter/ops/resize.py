@@ -44,12 +44,16 @@ class _Spec:
         mode = {"bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
         if node.op_type == "Upsample" or node.opset < 11:
             return cls(mode=mode, transform="asymmetric", nearest="simple")
-        return cls(mode=mode, transform=_text(node.attr("coordinate_transformation_mode"), "half_pixel"),
-                   nearest=_text(node.attr("nearest_mode"), "round_prefer_floor"),
-                   cubic_a=float(node.attr("cubic_coeff_a", -0.75)),
-                   exclude_outside=bool(node.attr("exclude_outside", 0)), antialias=bool(node.attr("antialias", 0)),
-                   extrapolation=float(node.attr("extrapolation_value", 0.0)),
-                   policy=_text(node.attr("keep_aspect_ratio_policy"), "stretch"))  # fmt: skip
+        return cls(
+            mode=mode,
+            transform=_text(node.attr("coordinate_transformation_mode"), "half_pixel"),
+            nearest=_text(node.attr("nearest_mode"), "round_prefer_floor"),
+            cubic_a=float(node.attr("cubic_coeff_a", -0.75)),
+            exclude_outside=bool(node.attr("exclude_outside", 0)),
+            antialias=bool(node.attr("antialias", 0)),
+            extrapolation=float(node.attr("extrapolation_value", 0.0)),
+            policy=_text(node.attr("keep_aspect_ratio_policy"), "stretch"),
+        )
 
 
 def _given(t) -> bool:

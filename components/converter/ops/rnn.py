@@ -12,9 +12,14 @@ Act = Callable[[tf.Tensor], tf.Tensor]
 
 # name -> (needs alpha, needs beta, default alpha, default beta), as onnxruntime reads activation_alpha/beta:
 # consumed in order by the activations that take them, 0 where ONNX names no default.
-_ACT_ARGS = {"affine": (True, True, 0.0, 0.0), "leakyrelu": (True, False, 0.01, 0.0),
-             "thresholdedrelu": (True, False, 0.0, 0.0), "scaledtanh": (True, True, 0.0, 0.0),
-             "hardsigmoid": (True, True, 0.2, 0.5), "elu": (True, False, 1.0, 0.0)}  # fmt: skip
+_ACT_ARGS = {
+    "affine": (True, True, 0.0, 0.0),
+    "leakyrelu": (True, False, 0.01, 0.0),
+    "thresholdedrelu": (True, False, 0.0, 0.0),
+    "scaledtanh": (True, True, 0.0, 0.0),
+    "hardsigmoid": (True, True, 0.2, 0.5),
+    "elu": (True, False, 1.0, 0.0),
+}
 
 
 def _activation(name: str, a: float, b: float) -> Act:
@@ -130,8 +135,10 @@ def _run_direction(step, xw: tf.Tensor, state: tuple, lens: tf.Tensor | None, re
 
         def masked(s, e):
             new = step(s[1:], e[0])
-            return (tf.where(e[1], new[0], tf.zeros_like(new[0])),
-                    *(tf.where(e[1], n, old) for n, old in zip(new, s[1:], strict=True)))  # fmt: skip
+            return (
+                tf.where(e[1], new[0], tf.zeros_like(new[0])),
+                *(tf.where(e[1], n, old) for n, old in zip(new, s[1:], strict=True)),
+            )
 
         states = tf.scan(masked, (xw, mask), initializer=(tf.zeros_like(state[0]), *state))
         y, states = states[0], states[1:]

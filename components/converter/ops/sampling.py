@@ -204,8 +204,13 @@ def _non_max_suppression(node, x):
 
     def one(args):
         selected, valid = tf.raw_ops.NonMaxSuppressionV4(
-            boxes=args[0], scores=args[1], max_output_size=most, iou_threshold=iou, score_threshold=threshold,
-            pad_to_max_output_size=True)  # fmt: skip
+            boxes=args[0],
+            scores=args[1],
+            max_output_size=most,
+            iou_threshold=iou,
+            score_threshold=threshold,
+            pad_to_max_output_size=True,
+        )
         return selected, valid
 
     signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int32))
@@ -245,10 +250,12 @@ def _image_decoder(node, x):
     # JPEG with libjpeg's accurate integer DCT, as Pillow (the reference) decodes it: the default differs by up
     # to 4 levels. TF decodes JPEG, PNG, GIF and BMP; 8-bit binary PNM is read here; others fail at run time.
     image = tf.case(
-        [(tf.io.is_jpeg(encoded), lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE")),
-         (tf.strings.regex_full_match(header, _PNM), lambda: _pnm(raw, header))],
+        [
+            (tf.io.is_jpeg(encoded), lambda: tf.io.decode_jpeg(encoded, channels=3, dct_method="INTEGER_ACCURATE")),
+            (tf.strings.regex_full_match(header, _PNM), lambda: _pnm(raw, header)),
+        ],
         default=lambda: tf.io.decode_image(encoded, channels=3, dtype=tf.uint8, expand_animations=False),
-    )  # fmt: skip
+    )
     if pixel_format == "RGB":
         return [image]
     if pixel_format == "BGR":

@@ -63,10 +63,14 @@ def trainjob_shape(api_client: client.ApiClient) -> OverrideShape:
     path = f"/openapi/v3/apis/{group}/{version}"
     try:
         document = api_client.call_api(
-            path, "GET", header_params={"Accept": "application/json"}, auth_settings=["BearerToken"],
+            path,
+            "GET",
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
             response_type="object",
-            _return_http_data_only=True, _request_timeout=_REQUEST_TIMEOUT,
-        )  # fmt: skip
+            _return_http_data_only=True,
+            _request_timeout=_REQUEST_TIMEOUT,
+        )
     except (ApiException, urllib3.exceptions.HTTPError) as exc:
         raise ClusterJobFailedError(
             f"Reading the TrainJob schema (GET {path}) failed ({exc}): it tells which pod-override field this "

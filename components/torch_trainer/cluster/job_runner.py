@@ -193,9 +193,13 @@ class ClusterJobRunner:
             if cs.name != container or failed is None:
                 continue
             text = self._core.read_namespaced_pod_log(
-                pod.metadata.name, ns, container=container, tail_lines=_LOG_TAIL_LINES,
-                previous=failed is not now, _request_timeout=_REQUEST_TIMEOUT,
-            )  # fmt: skip
+                pod.metadata.name,
+                ns,
+                container=container,
+                tail_lines=_LOG_TAIL_LINES,
+                previous=failed is not now,
+                _request_timeout=_REQUEST_TIMEOUT,
+            )
             role = (pod.metadata.labels or {}).get(self.kind.role_label, "?")
             return [f"--- {role} pod {pod.metadata.name} (exit code {failed.exit_code}), log tail:", str(text).rstrip()]
         return []
@@ -204,16 +208,28 @@ class ClusterJobRunner:
         k = self.kind
         try:
             self._api.delete_namespaced_custom_object(
-                k.group, k.version, ns, k.plural, name,
-                body=client.V1DeleteOptions(propagation_policy="Foreground"), _request_timeout=_REQUEST_TIMEOUT,
-            )  # fmt: skip
+                k.group,
+                k.version,
+                ns,
+                k.plural,
+                name,
+                body=client.V1DeleteOptions(propagation_policy="Foreground"),
+                _request_timeout=_REQUEST_TIMEOUT,
+            )
             logger.info("Deleted %s %s/%s", k.kind, ns, name)
         except ApiException as exc:
             if exc.status != 404:
                 logger.warning(
                     "Deleting %s %s/%s failed (%s %s): delete it by hand: kubectl -n %s delete %s %s",
-                    k.kind, ns, name, exc.status, exc.reason, ns, k.kind.lower(), name,
-                )  # fmt: skip
+                    k.kind,
+                    ns,
+                    name,
+                    exc.status,
+                    exc.reason,
+                    ns,
+                    k.kind.lower(),
+                    name,
+                )
 
 
 def load_kubernetes_apis() -> tuple[client.CustomObjectsApi, client.CoreV1Api]:

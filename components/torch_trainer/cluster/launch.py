@@ -45,11 +45,20 @@ def agent_command(job_path: Path, job: TrainJob) -> list[str]:
     lifeline; a restarted worker first checks the marker of a failure that restarting cannot cure (worker/fatal.py)."""
     hp = job.hparams
     marker = Path(job.run_dir) / FATAL_FILE
-    return lifeline.wrap([
-        sys.executable, "-u", "-m", AGENT_MODULE,
-        f"--nproc-per-node={ddp_workers(hp)}", f"--max-restarts={hp.max_restarts}",
-        "--fatal-marker", str(marker), "--job", str(job_path),
-    ])  # fmt: skip
+    return lifeline.wrap(
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            AGENT_MODULE,
+            f"--nproc-per-node={ddp_workers(hp)}",
+            f"--max-restarts={hp.max_restarts}",
+            "--fatal-marker",
+            str(marker),
+            "--job",
+            str(job_path),
+        ]
+    )
 
 
 def worker_env(threads_per_worker: int) -> dict[str, str]:
@@ -87,8 +96,15 @@ def launch(job: TrainJob, job_path: Path, log_path: Path, shown_log: str | None 
     logger.info("Starting %s DDP workers: %s", ddp_workers(job.hparams), " ".join(command))
     tail: collections.deque[str] = collections.deque(maxlen=40)
     with log_path.open("w") as log:
-        proc = subprocess.Popen(command, env=worker_env(job.hparams.threads_per_worker), stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, bufsize=1, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            command,
+            env=worker_env(job.hparams.threads_per_worker),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         try:
             for line in proc.stdout:
                 log.write(line)

@@ -79,8 +79,14 @@ def run_on_cluster(
         worker_command(str(staging.job_file), settings.max_restarts, str(staging.run_dir / FATAL_FILE)),
         {"app.kubernetes.io/part-of": "torchtfx", "app.kubernetes.io/component": "trainer"},
     )
-    logger.info("Training on %s nodes x %s workers as %s %s/%s", settings.num_nodes, settings.nproc_per_node,
-                manifest["kind"], manifest["metadata"]["namespace"], name)  # fmt: skip
+    logger.info(
+        "Training on %s nodes x %s workers as %s %s/%s",
+        settings.num_nodes,
+        settings.nproc_per_node,
+        manifest["kind"],
+        manifest["metadata"]["namespace"],
+        name,
+    )
     runner.run(manifest, settings.timeout_seconds, settings.poll_seconds)
     shutil.copytree(staging.model_dir, job.model_dir, dirs_exist_ok=True)
     shutil.copytree(staging.run_dir, job.run_dir, dirs_exist_ok=True)

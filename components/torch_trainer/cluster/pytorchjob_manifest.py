@@ -84,10 +84,21 @@ def worker_command(job_path: str, max_restarts: int, fatal_marker: str) -> list[
     # (trainer pkg/runtime/framework/plugins/torch/torch.go:135-158@v2.1.0). torchrun reads PET_<OPTION> as each
     # option's default.
     return [
-        "python", "-m", "torch.distributed.run", f"--max-restarts={max_restarts}",
-        "-m", LIFELINE_MODULE, "--unless-exists", fatal_marker,
-        "python", "-u", "-m", WORKER_MODULE, "--job", job_path,
-    ]  # fmt: skip
+        "python",
+        "-m",
+        "torch.distributed.run",
+        f"--max-restarts={max_restarts}",
+        "-m",
+        LIFELINE_MODULE,
+        "--unless-exists",
+        fatal_marker,
+        "python",
+        "-u",
+        "-m",
+        WORKER_MODULE,
+        "--job",
+        job_path,
+    ]
 
 
 def _container(settings: PyTorchJobSettings, command: list[str]) -> dict[str, Any]:

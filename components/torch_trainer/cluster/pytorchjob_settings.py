@@ -130,21 +130,25 @@ class PyTorchJobSettings(_ClusterSection):
         lo, hi, n = self.elastic_min_nodes, self.elastic_max_nodes, self.num_nodes
         checks = [
             (bool(self.image.strip()), "image must be a non-empty container image reference"),
-            (self.namespace is None or (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63),
-             f"namespace {self.namespace!r} is not a DNS-1123 label (lowercase alphanumerics and '-', <= 63)"),
+            (
+                self.namespace is None or (bool(_DNS1123.match(self.namespace)) and len(self.namespace) <= 63),
+                f"namespace {self.namespace!r} is not a DNS-1123 label (lowercase alphanumerics and '-', <= 63)",
+            ),
             (n >= 2, f"num_nodes must be >= 2 for a multi-node job (got {n}); one node uses the local torchrun path"),
             (self.nproc_per_node >= 1, f"nproc_per_node must be >= 1 (got {self.nproc_per_node})"),
             (self.gpus_per_node >= 0, f"gpus_per_node must be >= 0 (got {self.gpus_per_node})"),
             (self.max_restarts >= 0 and self.backoff_limit >= 0, "max_restarts and backoff_limit must be >= 0"),
             (self.timeout_seconds > 0 and self.poll_seconds > 0, "timeout_seconds and poll_seconds must be > 0"),
-            (all(is_secret_name(s) for s in self.image_pull_secrets),
-             f"image_pull_secrets {list(self.image_pull_secrets)}: each must be a Secret name (DNS-1123 subdomain)"),
+            (
+                all(is_secret_name(s) for s in self.image_pull_secrets),
+                f"image_pull_secrets {list(self.image_pull_secrets)}: each must be a Secret name (DNS-1123 subdomain)",
+            ),
             (self.run_as_user > 0, f"run_as_user must be a non-root UID > 0 (got {self.run_as_user})"),
             (cpu_cores(self.cpu) > 0, f"cpu {self.cpu!r} is not a positive Kubernetes CPU quantity"),
             ((lo is None) == (hi is None), "elastic_min_nodes and elastic_max_nodes must be set together"),
             (lo is None or hi is None or 1 <= lo <= hi, f"elastic nodes need 1 <= min <= max (got {lo}, {hi})"),
             (lo is None or hi is None or lo <= n <= hi, f"num_nodes={n} must lie within elastic [{lo}, {hi}]"),
-        ]  # fmt: skip
+        ]
         for ok, message in checks:
             if not ok:
                 raise ValueError(message)

@@ -78,17 +78,29 @@ class OverrideShape:
 
 _BASE_POD_KEYS = frozenset({"serviceAccountName", "nodeSelector", "tolerations", "volumes", "containers"})
 RUNTIME_PATCHES = OverrideShape(
-    "runtimePatches", "v2.2.0", _BASE_POD_KEYS | {"imagePullSecrets", "securityContext"},
-    frozenset({"name", "volumeMounts", "securityContext"}), pod_metadata=True, deadline=True,
-)  # fmt: skip
+    "runtimePatches",
+    "v2.2.0",
+    _BASE_POD_KEYS | {"imagePullSecrets", "securityContext"},
+    frozenset({"name", "volumeMounts", "securityContext"}),
+    pod_metadata=True,
+    deadline=True,
+)
 POD_TEMPLATE_OVERRIDES = OverrideShape(
-    "podTemplateOverrides", "v2.1.0", _BASE_POD_KEYS | {"imagePullSecrets"},
-    frozenset({"name", "volumeMounts"}), pod_metadata=True, deadline=False,
-)  # fmt: skip
-POD_SPEC_OVERRIDES = OverrideShape(
-    "podSpecOverrides", "v2.0.0", _BASE_POD_KEYS, frozenset({"name", "volumeMounts"}), pod_metadata=False,
+    "podTemplateOverrides",
+    "v2.1.0",
+    _BASE_POD_KEYS | {"imagePullSecrets"},
+    frozenset({"name", "volumeMounts"}),
+    pod_metadata=True,
     deadline=False,
-)  # fmt: skip
+)
+POD_SPEC_OVERRIDES = OverrideShape(
+    "podSpecOverrides",
+    "v2.0.0",
+    _BASE_POD_KEYS,
+    frozenset({"name", "volumeMounts"}),
+    pod_metadata=False,
+    deadline=False,
+)
 SHAPES = (RUNTIME_PATCHES, POD_TEMPLATE_OVERRIDES, POD_SPEC_OVERRIDES)  # newest first
 
 
@@ -145,8 +157,10 @@ def _check_shape(settings: PyTorchJobSettings, shape: OverrideShape, dropped: li
             "TrainJob spec.%s (Kubeflow Trainer %s line) cannot set %s on the training pods: a namespace that "
             "enforces Pod Security 'restricted' rejects them. Upgrade Kubeflow Trainer to v2.2.0 or newer "
             "(spec.runtimePatches), or run the Training Operator v1 (PyTorchJob)",
-            shape.field, shape.since, ", ".join(dropped),
-        )  # fmt: skip
+            shape.field,
+            shape.since,
+            ", ".join(dropped),
+        )
 
 
 def build_trainjob(

@@ -27,8 +27,11 @@ class TrainJob:
     mlflow_tags: dict[str, str]
 
     def save(self, path: Path) -> None:
-        payload = {**dataclasses.asdict(self), "hparams": self.hparams.model_dump(mode="json"),
-                   "mlflow_tracking_uri": redact(self.mlflow_tracking_uri)}  # fmt: skip
+        payload = {
+            **dataclasses.asdict(self),
+            "hparams": self.hparams.model_dump(mode="json"),
+            "mlflow_tracking_uri": redact(self.mlflow_tracking_uri),
+        }
         path.write_text(json.dumps(payload, indent=2, sort_keys=True))
 
     @classmethod

@@ -137,8 +137,10 @@ def _check_chunk(chunk: ArraySplit, layout: FeatureLayout, where: str, first_row
                 )
     for ids, name, size in zip(chunk.sequences, layout.sequences, layout.sequence_vocab_sizes, strict=True):
         if ids.size and (ids.min() < 0 or ids.max() >= size):
-            raise ValueError(f"{where}: text feature {name} has token ids in [{ids.min()}, {ids.max()}] (rows from "
-                             f"{first_row}) but its vocabulary, OOV buckets included, has {size} ids")  # fmt: skip
+            raise ValueError(
+                f"{where}: text feature {name} has token ids in [{ids.min()}, {ids.max()}] (rows from "
+                f"{first_row}) but its vocabulary, OOV buckets included, has {size} ids"
+            )
     if not np.isfinite(chunk.dense).all():
         raise ValueError(f"{where}: transformed dense features hold NaN or inf (rows from {first_row})")
 
@@ -169,8 +171,11 @@ def write_split(split_uri: str, layout: FeatureLayout, features: FeatureFn, out_
     if refused:
         logger.warning(
             "%s: %s of %s rows refused for their label (%s); they are neither trained on nor evaluated",
-            split_uri, refused, rows + refused, _REFUSED_FOR.get(layout.task, _REFUSED_TARGET),
-        )  # fmt: skip
+            split_uri,
+            refused,
+            rows + refused,
+            _REFUSED_FOR.get(layout.task, _REFUSED_TARGET),
+        )
     if template is None:
         for path in raw.values():
             path.unlink()

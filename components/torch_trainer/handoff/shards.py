@@ -79,8 +79,13 @@ class ArraySplit:
 
     def rows(self, index: slice | np.ndarray) -> ArraySplit:
         """The split's rows at ``index`` (a copy for an index array, a view for a slice)."""
-        return ArraySplit(self.dense[index], self.categorical[index], self.label[index],
-                          tuple(ids[index] for ids in self.sequences), self.sequence_names)  # fmt: skip
+        return ArraySplit(
+            self.dense[index],
+            self.categorical[index],
+            self.label[index],
+            tuple(ids[index] for ids in self.sequences),
+            self.sequence_names,
+        )
 
     def model_inputs(self, index: slice | np.ndarray = slice(None)) -> tuple[np.ndarray, ...]:
         """``forward``'s arguments for the rows at ``index``: dense, categorical, then each text feature's ids

@@ -20,10 +20,12 @@ class Nondeterminism:
 
     def describe(self, model_name: str) -> str:
         where = f"module {self.module} ({self.kind})" if self.module else f"the model ({self.kind})"
-        return (f"model {model_name!r} is not deterministic in eval mode: {where} returned outputs differing by up "
-                f"to {self.max_diff:.3g} for the same input. The exported graph cannot reproduce random draws. Fix: "
-                "draw randomness only when self.training is True (noise, random routing, sampling), use nn.Dropout "
-                "(which eval() turns off), or pick the top-k experts deterministically at inference")  # fmt: skip
+        return (
+            f"model {model_name!r} is not deterministic in eval mode: {where} returned outputs differing by up "
+            f"to {self.max_diff:.3g} for the same input. The exported graph cannot reproduce random draws. Fix: "
+            "draw randomness only when self.training is True (noise, random routing, sampling), use nn.Dropout "
+            "(which eval() turns off), or pick the top-k experts deterministically at inference"
+        )
 
 
 def find_nondeterminism(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> Nondeterminism | None:

@@ -165,8 +165,10 @@ def check_inputs(spec: ModelSpec, batch: int) -> tuple[torch.Tensor, ...]:
 
 def _signature(spec: ModelSpec) -> str:
     text = "".join(f", {s.name} int64 [batch, <= {s.max_length}]" for s in spec.sequences)
-    return (f"forward(dense float32 [batch, {len(spec.dense_features)}], categorical int64 [batch, "
-            f"{len(spec.categorical_features)}]{text})")  # fmt: skip
+    return (
+        f"forward(dense float32 [batch, {len(spec.dense_features)}], categorical int64 [batch, "
+        f"{len(spec.categorical_features)}]{text})"
+    )
 
 
 def check_output(model: nn.Module, spec: ModelSpec, name: str) -> None:
@@ -195,8 +197,10 @@ def _forward(model: nn.Module, inputs: tuple[torch.Tensor, ...], spec: ModelSpec
     except Exception as err:
         hint = ""
         if spec.sequences and isinstance(err, TypeError) and "positional argument" in str(err):
-            hint = (f"; the dataset has text features, so forward also takes their token ids: choose a text model "
-                    f"({', '.join(TEXT_ZOO)}) or write forward(dense, categorical, *sequences)")  # fmt: skip
+            hint = (
+                f"; the dataset has text features, so forward also takes their token ids: choose a text model "
+                f"({', '.join(TEXT_ZOO)}) or write forward(dense, categorical, *sequences)"
+            )
         elif batch == 1:
             hint = (
                 "; TF Serving and the Evaluator call the model with one row, so forward must work for any number "

@@ -40,11 +40,13 @@ class FeatureLayout:
         num_outputs = len(self.classes) if self.task == MULTICLASS else 1
         sequences = tuple(
             SequenceInput(name, size, length)
-            for name, size, length in zip(self.sequences, self.sequence_vocab_sizes, self.sequence_max_lengths,
-                                          strict=True)
-        )  # fmt: skip
-        return ModelSpec(self.dense, self.embedded, self.cardinalities, task=self.task, num_outputs=num_outputs,
-                         sequences=sequences)  # fmt: skip
+            for name, size, length in zip(
+                self.sequences, self.sequence_vocab_sizes, self.sequence_max_lengths, strict=True
+            )
+        )
+        return ModelSpec(
+            self.dense, self.embedded, self.cardinalities, task=self.task, num_outputs=num_outputs, sequences=sequences
+        )
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -90,8 +92,10 @@ def sequence_layout(cfg: DatasetConfig, tft_output) -> dict[str, tuple]:
         try:
             sizes.append(model_vocab_size(tft_output, key, cfg.text[key]))
         except Exception as err:  # TFT raises several types for a missing vocabulary file
-            raise ValueError(f"Transform output has no vocabulary for text feature {key!r} ({err}); was it built "
-                             "from another dataset config?") from None  # fmt: skip
+            raise ValueError(
+                f"Transform output has no vocabulary for text feature {key!r} ({err}); was it built "
+                "from another dataset config?"
+            ) from None
     return {
         "sequences": tuple(transformed_name(k) for k in keys),
         "sequence_vocab_sizes": tuple(sizes),
@@ -109,8 +113,9 @@ def label_classes(cfg: DatasetConfig, tft_output) -> tuple[str, ...]:
     """A multiclass label's classes from Transform's vocabulary; all ``num_classes`` must have been seen."""
     if cfg.task != MULTICLASS:
         return ()
-    classes = tuple(v.decode() if isinstance(v, bytes) else str(v)
-                    for v in tft_output.vocabulary_by_name(cfg.label_vocabulary))  # fmt: skip
+    classes = tuple(
+        v.decode() if isinstance(v, bytes) else str(v) for v in tft_output.vocabulary_by_name(cfg.label_vocabulary)
+    )
     if len(classes) < cfg.label.num_classes:
         raise LabelClassesError(
             f"label column {cfg.label.column!r} has only {len(classes)} distinct values in the analyzed data "

@@ -72,8 +72,14 @@ def sweep_sizes(serving_batch: int) -> tuple[int, ...]:
     return tuple(sorted({*SWEEP_SIZES, serving_batch}))
 
 
-def sweep_batch_sizes(saved_model_dir: str, raw_split_uri: str, model: torch.nn.Module, layout: FeatureLayout,
-                      tolerance: float, serving_batch: int) -> SweepReport:  # fmt: skip
+def sweep_batch_sizes(
+    saved_model_dir: str,
+    raw_split_uri: str,
+    model: torch.nn.Module,
+    layout: FeatureLayout,
+    tolerance: float,
+    serving_batch: int,
+) -> SweepReport:
     """``serving_default`` at each of :func:`sweep_sizes` on the split's first rows, against PyTorch."""
     loaded = tf.saved_model.load(saved_model_dir)
     serve, transform = loaded.signatures[SERVING_SIGNATURE], loaded.signatures[TRANSFORM_SIGNATURE]
@@ -91,8 +97,9 @@ def sweep_batch_sizes(saved_model_dir: str, raw_split_uri: str, model: torch.nn.
     return SweepReport(sizes, tuple(failures))
 
 
-def _check_size(serve, transform, net: ExportHead, layout: FeatureLayout, examples: tf.Tensor,
-                tolerance: float) -> SizeFailure | None:  # fmt: skip
+def _check_size(
+    serve, transform, net: ExportHead, layout: FeatureLayout, examples: tf.Tensor, tolerance: float
+) -> SizeFailure | None:
     try:
         y_tf = serve(**{EXAMPLES_INPUT: examples})[prediction_output(layout.task)].numpy()
     except tf.errors.OpError as err:
@@ -122,23 +129,30 @@ def _first_line(err: tf.errors.OpError) -> str:
 
 def enforce_sweep(report: SweepReport) -> None:
     """Stop with the sizes that fail, the node, the cause and the fix."""
-    logger.info("Batch-size sweep of serving_default on eval rows: sizes %s, failing %s", report.sizes,
-                report.failed_sizes or "none")  # fmt: skip
+    logger.info(
+        "Batch-size sweep of serving_default on eval rows: sizes %s, failing %s",
+        report.sizes,
+        report.failed_sizes or "none",
+    )
     if report.passed:
         return
     passing = [s for s in report.sizes if s not in report.failed_sizes]
     first = report.failures[0]
     where = f"node {first.node} raised " if first.node else ""
     sizes = ", ".join(map(str, report.failed_sizes))
-    head = (f"the served SavedModel fails at batch size{'s' if len(report.failures) > 1 else ''} {sizes} of real eval "
-            f"rows (passing at {', '.join(map(str, passing)) or 'none'}): {where}{first.cause}")  # fmt: skip
+    head = (
+        f"the served SavedModel fails at batch size{'s' if len(report.failures) > 1 else ''} {sizes} of real eval "
+        f"rows (passing at {', '.join(map(str, passing)) or 'none'}): {where}{first.cause}"
+    )
     if first.torch_failed:
         cause = " The model fails in PyTorch itself at that batch size."
         fix = "make forward work for any number of rows, one included (e.g. squeeze(-1), not squeeze())"
     else:
-        cause = (" Cause: a shape computed from the data (e.g. an expert capacity from the routed tokens) that the "
-                 "ONNX trace fixed for the traced rows, through a Python `if` on a tensor, int() or .item(); TF "
-                 "Serving and the Evaluator would fail the same requests.")  # fmt: skip
+        cause = (
+            " Cause: a shape computed from the data (e.g. an expert capacity from the routed tokens) that the "
+            "ONNX trace fixed for the traced rows, through a Python `if` on a tensor, int() or .item(); TF "
+            "Serving and the Evaluator would fail the same requests."
+        )
         fix = (
             "compute such sizes with tensor ops that hold at every batch size (torch.clamp, torch.minimum, "
             "torch.where instead of a Python `if` on tensor values; no int() or .item() on them)"

@@ -217,8 +217,11 @@ def inlined_transform(layer, features: dict) -> dict:
     try:
         return _imported_transform(layer._saved_model_loader, features)
     except (AttributeError, TypeError) as err:  # TFT's loader changed, or runs this graph another way
-        logger.warning("Transform's graph is called as TFT's function, not inlined (%s: %s): same outputs, slower "
-                       "at batch 1", type(err).__name__, err)  # fmt: skip
+        logger.warning(
+            "Transform's graph is called as TFT's function, not inlined (%s: %s): same outputs, slower at batch 1",
+            type(err).__name__,
+            err,
+        )
         return layer(features)
 
 

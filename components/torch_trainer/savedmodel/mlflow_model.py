@@ -143,8 +143,9 @@ def _load_pyfunc(data_path: str, model_config=None) -> ServingSignatureModel:
     return ServingSignatureModel(Path(data_path))
 
 
-def save_mlflow_model(dest: Path, serving_dir: Path, export_dir: Path, hparams_json: str, eval_examples: list[bytes],
-                      work_dir: Path) -> None:  # fmt: skip
+def save_mlflow_model(
+    dest: Path, serving_dir: Path, export_dir: Path, hparams_json: str, eval_examples: list[bytes], work_dir: Path
+) -> None:
     """Write the MLflow Model folder ``dest`` (signature inferred from the real outputs on the input example)."""
     import tensorflow as tf
 
@@ -204,6 +205,9 @@ def load_torch_module(model_path: str | Path, trust_code: bool = False):
                 "source code, and rebuilding the module runs it; pass trust_code=True if you trust whoever can write "
                 "to this registry's artifact store (the pyfunc, mlflow.pyfunc.load_model, needs no such trust)"
             )
-        logger.warning("Running the model factory %s stored with the model in %s (trust_code=True)",
-                       hparams.model.factory, torch_dir)  # fmt: skip
+        logger.warning(
+            "Running the model factory %s stored with the model in %s (trust_code=True)",
+            hparams.model.factory,
+            torch_dir,
+        )
     return load_torch_model(torch_dir, layout, hparams)

@@ -145,8 +145,14 @@ def _pct(rate: float) -> str:
     return f"{100 * rate:.2g}%" if 0 < rate < 1e-4 else f"{rate:.2%}"
 
 
-def drift_figures(reference: np.ndarray, variant: np.ndarray, task: str, limits: DriftLimits, method: str,
-                  routing: RoutingReport | None = None) -> DriftReport:  # fmt: skip
+def drift_figures(
+    reference: np.ndarray,
+    variant: np.ndarray,
+    task: str,
+    limits: DriftLimits,
+    method: str,
+    routing: RoutingReport | None = None,
+) -> DriftReport:
     """The variant's drift from the FP32 reference, in float64: probabilities ``[n]`` (binary), ``[n, K]``
     (multiclass) or predictions ``[n]`` (regression). A non-finite variant output counts as an infinite
     difference. ``routing``: the top-k expert choices' figures (:func:`routing_drift`; None: no router)."""
@@ -167,12 +173,23 @@ def drift_figures(reference: np.ndarray, variant: np.ndarray, task: str, limits:
     if task == REGRESSION:
         relative = float(np.max(relative_to_scale(diff, ref)))
     report = DriftReport(
-        PRECISION, method, task, examples, max_abs_diff=float(diff.max()), mean_abs_diff=float(diff.mean()),
-        flips=flips, flip_rate=flips / examples, top1_changes=changes, top1_change_rate=changes / examples,
-        max_relative_error=relative, non_finite=int(np.count_nonzero(~np.isfinite(var) & np.isfinite(ref))),
-        limits=limits, routing_decisions=routing.decisions if routing else 0,
-        routing_flips=routing.changed if routing else 0, routing_flip_rate=routing.rate if routing else 0.0,
-    )  # fmt: skip
+        PRECISION,
+        method,
+        task,
+        examples,
+        max_abs_diff=float(diff.max()),
+        mean_abs_diff=float(diff.mean()),
+        flips=flips,
+        flip_rate=flips / examples,
+        top1_changes=changes,
+        top1_change_rate=changes / examples,
+        max_relative_error=relative,
+        non_finite=int(np.count_nonzero(~np.isfinite(var) & np.isfinite(ref))),
+        limits=limits,
+        routing_decisions=routing.decisions if routing else 0,
+        routing_flips=routing.changed if routing else 0,
+        routing_flip_rate=routing.rate if routing else 0.0,
+    )
     return dataclasses.replace(report, violations=tuple(text for exceeded, text in report.gated() if exceeded))
 
 
@@ -264,8 +281,9 @@ def build_reduced_precision_variant(
         except PrecisionVariantError:
             raise
         except Exception as err:  # never run in CI (no GPU there): any failure falls back to float16
-            logger.warning("TF-TRT FP16 conversion failed (%s: %s); building a float16 network instead",
-                           type(err).__name__, err)  # fmt: skip
+            logger.warning(
+                "TF-TRT FP16 conversion failed (%s: %s); building a float16 network instead", type(err).__name__, err
+            )
     else:
         logger.info("TF-TRT is not usable here (needs a GPU and TensorRT); building a float16 network")
     network, method = reduced_precision_network(onnx_path)
@@ -288,13 +306,24 @@ def routing_drift(onnx_path: Path | str, eval_dir: Path | str) -> RoutingReport 
     built the variant (TF-TRT keeps no router output to compare)."""
     report = measure_routing(_translatable(onnx_path), ArraySplit.load(Path(eval_dir)))
     if report:
-        logger.info("FP16 routing: %s of %s top-k expert choices change over %s TopK node(s)", report.changed,
-                    report.decisions, report.nodes)  # fmt: skip
+        logger.info(
+            "FP16 routing: %s of %s top-k expert choices change over %s TopK node(s)",
+            report.changed,
+            report.decisions,
+            report.nodes,
+        )
     return report
 
 
-def measure_drift(fp32_dir: str, variant_dir: str, raw_split_uri: str, task: str, limits: DriftLimits, method: str,
-                  routing: RoutingReport | None = None) -> DriftReport:  # fmt: skip
+def measure_drift(
+    fp32_dir: str,
+    variant_dir: str,
+    raw_split_uri: str,
+    task: str,
+    limits: DriftLimits,
+    method: str,
+    routing: RoutingReport | None = None,
+) -> DriftReport:
     """Both SavedModels' ``serving_default`` on every raw example of the split, compared; ``routing`` (from
     :func:`routing_drift`) joins the figures."""
     models = [tf.saved_model.load(str(d)) for d in (fp32_dir, variant_dir)]  # kept alive for their signatures

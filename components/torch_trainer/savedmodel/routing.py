@@ -111,7 +111,8 @@ def measure_routing(model: onnx.ModelProto, split: ArraySplit) -> RoutingReport 
         for i, (a, b) in enumerate(zip(full(*inputs), half(*inputs), strict=True)):
             counts[i] += _changed(a.numpy(), b.numpy(), axes[i])
     for node, (decisions, changed) in zip(nodes, counts, strict=True):
-        logger.info("FP16 routing at %s: %s of %s top-k choices change", node.name or node.output[1], changed,
-                    decisions)  # fmt: skip
+        logger.info(
+            "FP16 routing at %s: %s of %s top-k choices change", node.name or node.output[1], changed, decisions
+        )
     decisions, changed = (int(x) for x in counts.sum(axis=0))
     return RoutingReport(decisions, changed, changed / decisions if decisions else 0.0, len(nodes))

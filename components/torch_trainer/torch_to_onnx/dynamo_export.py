@@ -64,18 +64,34 @@ def available() -> bool:
 def export_with_dynamo(recipe: ModelRecipe, model: nn.Module, trace_batch: int, path: Path) -> None:
     """Export ``model`` (``recipe``'s network, trained) to ``path`` with the dynamo exporter, batch dynamic."""
     if not available():
-        raise DynamoExportError(f"the dynamo exporter's packages are not installed in {packages_dir()} (make venv "
-                                f"installs them; or set {PACKAGES_ENV})")  # fmt: skip
+        raise DynamoExportError(
+            f"the dynamo exporter's packages are not installed in {packages_dir()} (make venv "
+            f"installs them; or set {PACKAGES_ENV})"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         weights, request = Path(tmp) / "weights.pt", Path(tmp) / "request.json"
         torch.save(model.state_dict(), weights)
-        request.write_text(json.dumps({
-            "config": recipe.config.model_dump(), "spec": dataclasses.asdict(recipe.spec), "task": recipe.task,
-            "log1p_target": recipe.log1p_target, "weights": str(weights), "out": str(path), "batch": trace_batch,
-        }))  # fmt: skip
+        request.write_text(
+            json.dumps(
+                {
+                    "config": recipe.config.model_dump(),
+                    "spec": dataclasses.asdict(recipe.spec),
+                    "task": recipe.task,
+                    "log1p_target": recipe.log1p_target,
+                    "weights": str(weights),
+                    "out": str(path),
+                    "batch": trace_batch,
+                }
+            )
+        )
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(packages_dir()), *sys.path]))}
-        done = subprocess.run([sys.executable, "-m", __name__, str(request)], capture_output=True, text=True,
-                              env=env, timeout=_TIMEOUT_SECONDS)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", __name__, str(request)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=_TIMEOUT_SECONDS,
+        )
     if done.returncode != 0:
         raise DynamoExportError(child_failure(done.stderr, done.returncode))
     logger.info("Exported with the dynamo exporter (torch.export, opset %s) in its own process", DYNAMO_OPSET)
@@ -84,8 +100,12 @@ def export_with_dynamo(recipe: ModelRecipe, model: nn.Module, trace_batch: int, 
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)$')
 _EXCEPTION = re.compile(r"^(?P<name>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*): (?P<message>.*)$")
-_LIBRARIES = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}", f"{os.sep}torch{os.sep}",
-              sysconfig.get_paths()["stdlib"])  # fmt: skip
+_LIBRARIES = (
+    f"{os.sep}site-packages{os.sep}",
+    f"{os.sep}dist-packages{os.sep}",
+    f"{os.sep}torch{os.sep}",
+    sysconfig.get_paths()["stdlib"],
+)
 # What torch.export cannot trace, by its root exception's name: the usual cause, in the model's terms.
 _CAUSES = {
     "GuardOnDataDependentSymNode": "a size or a branch computed from tensor values (e.g. one_hot without "
@@ -135,9 +155,15 @@ def _child(request_path: str) -> None:
     lengths = [{0: batch, 1: torch.export.Dim(f"{s.name}_length", max=s.max_length)} for s in spec.sequences]
     names = [DENSE_INPUT, CATEGORICAL_INPUT, *(s.name for s in spec.sequences)]
     program = torch.onnx.export(
-        head, check_inputs(spec, request["batch"]), input_names=names, output_names=[prediction_output(head.task)],
-        dynamic_shapes=({0: batch}, {0: batch}, *lengths), opset_version=DYNAMO_OPSET, dynamo=True, verbose=False,
-    )  # fmt: skip
+        head,
+        check_inputs(spec, request["batch"]),
+        input_names=names,
+        output_names=[prediction_output(head.task)],
+        dynamic_shapes=({0: batch}, {0: batch}, *lengths),
+        opset_version=DYNAMO_OPSET,
+        dynamo=True,
+        verbose=False,
+    )
     program.save(request["out"])
 
 

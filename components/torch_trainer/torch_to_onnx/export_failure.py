@@ -59,10 +59,14 @@ def explain(err: Exception, head: nn.Module, sample: tuple) -> str:
     match = _OP.search(first)
     where = _locate(match.group(1), head, sample) if match else None
     if isinstance(err, torch.onnx.errors.UnsupportedOperatorError) and match:
-        message = (f"the torch op {match.group(1)} has no ONNX export at opset 17 (neither torch's exporter nor "
-                   "torchtfx's symbolics write it)")  # fmt: skip
-        fix = ("rewrite that line with ops that export (e.g. torch.cat instead of column_stack), or add a "
-               "symbolic function to components/torch_trainer/torch_to_onnx/symbolics.py")  # fmt: skip
+        message = (
+            f"the torch op {match.group(1)} has no ONNX export at opset 17 (neither torch's exporter nor "
+            "torchtfx's symbolics write it)"
+        )
+        fix = (
+            "rewrite that line with ops that export (e.g. torch.cat instead of column_stack), or add a "
+            "symbolic function to components/torch_trainer/torch_to_onnx/symbolics.py"
+        )
     else:
         message = f"the ONNX export failed: {type(err).__name__}: {first}"
         fix = "the model must run in eval mode on CPU with the (dense, categorical) batch it is given"

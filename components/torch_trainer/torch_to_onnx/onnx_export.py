@@ -76,8 +76,14 @@ class ExportReport:
     verified_shapes: tuple[tuple[int, int | None], ...] = ()  # (batch, length) checked in onnxruntime
 
 
-def _trace(head: nn.Module, split: ArraySplit, batch: int, used: dict[str, int] | None = None,
-           length: int | None = None, only: int | None = None) -> onnx.ModelProto:  # fmt: skip
+def _trace(
+    head: nn.Module,
+    split: ArraySplit,
+    batch: int,
+    used: dict[str, int] | None = None,
+    length: int | None = None,
+    only: int | None = None,
+) -> onnx.ModelProto:
     """The legacy exporter's graph of ``head`` traced at ``batch`` rows (and ``length`` tokens: see
     :func:`_sample`); ``used`` collects the symbolics that fired."""
     sample = sample_inputs(split, batch, length if length is not None else traced_length(split), only)
@@ -93,9 +99,15 @@ def _trace(head: nn.Module, split: ArraySplit, batch: int, used: dict[str, int] 
             try:
                 with quiet_exporter():
                     torch.onnx.export(
-                        head, sample, str(path), input_names=list(names), output_names=[output], dynamic_axes=axes,
-                        opset_version=ONNX_OPSET, dynamo=False,
-                    )  # fmt: skip
+                        head,
+                        sample,
+                        str(path),
+                        input_names=list(names),
+                        output_names=[output],
+                        dynamic_axes=axes,
+                        opset_version=ONNX_OPSET,
+                        dynamo=False,
+                    )
             except (torch.onnx.errors.OnnxExporterError, torch.onnx.errors.SymbolicValueError, RuntimeError) as err:
                 raise ExportError(explain(err, head, sample)) from None
         if used is not None:
@@ -168,15 +180,18 @@ def _repaired(graph: onnx.ModelProto, head: nn.Module, split: ArraySplit) -> tup
     """``graph`` with the constants that follow the trace batch, then each text feature's trace length, computed
     from the inputs' shapes (each found by comparing with a trace at another batch or length)."""
     fired = []
-    graph, count = repairs.derive_batch_constants(graph, _trace(head, split, _SECOND_TRACE_BATCH), TRACE_BATCH,
-                                                  _SECOND_TRACE_BATCH)  # fmt: skip
+    graph, count = repairs.derive_batch_constants(
+        graph, _trace(head, split, _SECOND_TRACE_BATCH), TRACE_BATCH, _SECOND_TRACE_BATCH
+    )
     fired += [repairs.BATCH_CONSTANTS] if count else []
     first, second = trace_lengths(split)
     for index, name in enumerate(split.sequence_names if first != second else ()):
         other, _ = repairs.derive_batch_constants(
             _trace(head, split, TRACE_BATCH, length=second, only=index),
-            _trace(head, split, _SECOND_TRACE_BATCH, length=second, only=index), TRACE_BATCH, _SECOND_TRACE_BATCH,
-        )  # fmt: skip
+            _trace(head, split, _SECOND_TRACE_BATCH, length=second, only=index),
+            TRACE_BATCH,
+            _SECOND_TRACE_BATCH,
+        )
         graph, count = repairs.derive_batch_constants(graph, other, first, second, input_name=name, axis=1)
         fired += [repairs.LENGTH_CONSTANTS] if count and repairs.LENGTH_CONSTANTS not in fired else []
     return graph, tuple(fired)
@@ -220,12 +235,17 @@ def _dynamo_graph(recipe: ModelRecipe, head: nn.Module, split: ArraySplit, legac
     # torch.export may specialize the batch dimension to the trace's and the ONNX export still succeeds, with
     # fixed input shapes (measured on rtdl FTTransformer: "Constraints violated (batch) ... specialized it to
     # be a constant (17)"): name that rather than let onnxruntime refuse batch 1 later.
-    fixed = [i.name for i in graph.graph.input if i.type.tensor_type.shape.dim[:1]
-             and i.type.tensor_type.shape.dim[0].HasField("dim_value")]  # fmt: skip
+    fixed = [
+        i.name
+        for i in graph.graph.input
+        if i.type.tensor_type.shape.dim[:1] and i.type.tensor_type.shape.dim[0].HasField("dim_value")
+    ]
     if fixed:
-        raise ExportError(f"{legacy} The dynamo exporter fixed the batch size of {', '.join(fixed)} at "
-                          f"{TRACE_BATCH}: torch.export specialized it (the model branches on the batch size or "
-                          "computes a constant from it).")  # fmt: skip
+        raise ExportError(
+            f"{legacy} The dynamo exporter fixed the batch size of {', '.join(fixed)} at "
+            f"{TRACE_BATCH}: torch.export specialized it (the model branches on the batch size or "
+            "computes a constant from it)."
+        )
     failures = shape_failures(graph, head, split)
     if failures:
         raise ExportError(fails_in_torch(failures) or f"the dynamo exporter's graph does not match PyTorch: {failures}")

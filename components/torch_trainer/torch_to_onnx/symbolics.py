@@ -248,8 +248,13 @@ def registered(opset: int) -> Iterator[dict[str, int]]:
         for qualified in added:
             torch.onnx.unregister_custom_op_symbolic(qualified, opset)
         for name, count in used.items():
-            logger.info("Export: torch op aten::%s written by the %r symbolic (%s: %s node(s))",
-                        name, name, SYMBOLICS[name].what, count)  # fmt: skip
+            logger.info(
+                "Export: torch op aten::%s written by the %r symbolic (%s: %s node(s))",
+                name,
+                name,
+                SYMBOLICS[name].what,
+                count,
+            )
 
 
 def _torch_has(qualified: str, opset: int) -> bool:

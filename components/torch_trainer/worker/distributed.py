@@ -47,8 +47,9 @@ def setup(use_gpu: bool, threads: int, timeout: datetime.timedelta, run_dir: str
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         nccl_error_handling(run_dir)
-        dist.init_process_group("nccl", store=store, rank=rank, world_size=world_size, timeout=timeout,
-                                device_id=device)  # fmt: skip
+        dist.init_process_group(
+            "nccl", store=store, rank=rank, world_size=world_size, timeout=timeout, device_id=device
+        )
     else:
         device = torch.device("cpu")
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)

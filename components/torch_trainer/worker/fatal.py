@@ -26,8 +26,16 @@ logger = logging.getLogger("torchtfx.train")
 # (measured with gloo: "[.../gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:14740: Connection reset by
 # peer", raised as a plain RuntimeError from the backward pass's all-reduce). A timeout is not one: a peer that
 # never enters a collective is alive (is_timeout is asked first).
-_PEER_GONE = ("connection closed by peer", "connection reset by peer", "connection refused", "broken pipe",
-              "socket closed", "timed out", "gloo", "nccl")  # fmt: skip
+_PEER_GONE = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "connection refused",
+    "broken pipe",
+    "socket closed",
+    "timed out",
+    "gloo",
+    "nccl",
+)
 
 
 def is_peer_failure(err: BaseException) -> bool:

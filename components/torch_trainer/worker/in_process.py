@@ -68,8 +68,9 @@ def run_in_process(job: TrainJob, log_path: Path, shown_log: str | None = None, 
         raise InProcessTrainingError("a torch.distributed process group is already active in this process")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with _logged_to(log_path) as log, _threads(threads or job.hparams.threads_per_worker):
-        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
-                                timeout=job.hparams.collective_timeout)  # fmt: skip
+        dist.init_process_group(
+            "gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=job.hparams.collective_timeout
+        )
         try:
             train.train_and_publish(job, DistContext(0, 0, 1, torch.device("cpu")))
         except (KeyboardInterrupt, SystemExit):

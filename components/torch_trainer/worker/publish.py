@@ -106,7 +106,11 @@ def publish(
     result.save(run_dir / contracts.RESULT_FILE)
     logger.info(
         "Training done: best epoch %s of %s, eval %s, eval loss %.4f, %s workers on %s",
-        result.best_epoch, result.epochs_run, ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_metrics.items())),
-        result.eval_loss, result.world_size, result.device,
-    )  # fmt: skip
+        result.best_epoch,
+        result.epochs_run,
+        ", ".join(f"{k} {v:.4f}" for k, v in sorted(result.eval_metrics.items())),
+        result.eval_loss,
+        result.world_size,
+        result.device,
+    )
     return result

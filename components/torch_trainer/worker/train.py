@@ -195,8 +195,10 @@ class Trainer:
     def evaluate(self) -> Evaluation:
         """Global eval loss and the task's metrics; every rank gets the same numbers (so the same stop decision)."""
         net = self.model.module.eval()
-        scores = [split_output(net(*(t.to(self.ctx.device) for t in inputs)))[0].float().cpu()
-                  for inputs, _ in self.eval_batches]  # fmt: skip
+        scores = [
+            split_output(net(*(t.to(self.ctx.device) for t in inputs)))[0].float().cpu()
+            for inputs, _ in self.eval_batches
+        ]
         gathered: list = [None] * self.ctx.world_size
         local = torch.cat(scores).numpy() if scores else np.zeros((0,), np.float32)
         dist.all_gather_object(gathered, (local, self.eval_split.label))
@@ -259,9 +261,14 @@ class Trainer:
         metric = f"eval_{headline(self.task)}"
         logger.info(
             "epoch %s/%s train_loss=%.4f eval_loss=%.4f %s=%.4f (%.0f examples/s)",
-            record["epoch"], self.hp.epochs, record["train_loss"], record["eval_loss"], metric, record[metric],
+            record["epoch"],
+            self.hp.epochs,
+            record["train_loss"],
+            record["eval_loss"],
+            metric,
+            record[metric],
             record["examples_per_second"],
-        )  # fmt: skip
+        )
         if self.tracker is not None:
             publish.log_epoch(self.tracker, record)
 
@@ -271,8 +278,9 @@ def run(job: TrainJob) -> None:
     stop_after_nccl_timeout(job)
     ctx = setup(hp.use_gpu, hp.threads_per_worker, hp.collective_timeout, job.run_dir)
     # force: a forked worker inherits the agent's logging handlers, which would make this call a no-op.
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s",
-                        force=True)  # fmt: skip
+    logging.basicConfig(
+        level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s", force=True
+    )
     for handler in logging.getLogger().handlers:  # torchrun tees this output into train.log: no user:password@
         handler.addFilter(RedactCredentials())
     try:

@@ -45,8 +45,13 @@ class CorpusModel:
     def describe(self) -> dict:
         """What a result row records about the model besides its measurements."""
         versions = self.versions()
-        return {"package": self.package, "version": versions[self.package], "class": self.model,
-                "paper": self.paper, "packages": versions}  # fmt: skip
+        return {
+            "package": self.package,
+            "version": versions[self.package],
+            "class": self.model,
+            "paper": self.paper,
+            "packages": versions,
+        }
 
 
 def installed_version(package: str) -> str | None:
@@ -60,27 +65,59 @@ CORPUS: tuple[CorpusModel, ...] = (
     CorpusModel("rtdl_mlp", "rtdl_revisiting_models", "rtdl_revisiting_models.MLP", _RTDL_2021),
     CorpusModel("rtdl_resnet", "rtdl_revisiting_models", "rtdl_revisiting_models.ResNet", _RTDL_2021),
     CorpusModel("rtdl_ft_transformer", "rtdl_revisiting_models", "rtdl_revisiting_models.FTTransformer", _RTDL_2021),
-    CorpusModel("rtdl_mlp_periodic", "rtdl_num_embeddings", "rtdl_num_embeddings.PeriodicEmbeddings (MLP-PLR)",
-                _RTDL_2022, ("rtdl_revisiting_models",)),
-    CorpusModel("rtdl_mlp_piecewise_linear", "rtdl_num_embeddings",
-                "rtdl_num_embeddings.PiecewiseLinearEmbeddings (MLP-QLR)", _RTDL_2022, ("rtdl_revisiting_models",)),
-    CorpusModel("rtdl_mlp_linear_relu", "rtdl_num_embeddings", "rtdl_num_embeddings.LinearReLUEmbeddings (MLP-LR)",
-                _RTDL_2022, ("rtdl_revisiting_models",)),
+    CorpusModel(
+        "rtdl_mlp_periodic",
+        "rtdl_num_embeddings",
+        "rtdl_num_embeddings.PeriodicEmbeddings (MLP-PLR)",
+        _RTDL_2022,
+        ("rtdl_revisiting_models",),
+    ),
+    CorpusModel(
+        "rtdl_mlp_piecewise_linear",
+        "rtdl_num_embeddings",
+        "rtdl_num_embeddings.PiecewiseLinearEmbeddings (MLP-QLR)",
+        _RTDL_2022,
+        ("rtdl_revisiting_models",),
+    ),
+    CorpusModel(
+        "rtdl_mlp_linear_relu",
+        "rtdl_num_embeddings",
+        "rtdl_num_embeddings.LinearReLUEmbeddings (MLP-LR)",
+        _RTDL_2022,
+        ("rtdl_revisiting_models",),
+    ),
     CorpusModel("tabm_ensemble", "tabm", "tabm.TabM (arch_type=tabm)", _TABM),
-    CorpusModel("tabm_mini", "tabm", "tabm.TabM (arch_type=tabm-mini, periodic embeddings)", _TABM,
-                ("rtdl_num_embeddings",)),
-    CorpusModel("tabnet", "pytorch-tabnet", "pytorch_tabnet.tab_network.TabNet",
-                'Arik & Pfister, "TabNet: Attentive Interpretable Tabular Learning", AAAI 2021'),
-    CorpusModel("tab_transformer", "tab-transformer-pytorch", "tab_transformer_pytorch.TabTransformer",
-                'Huang et al., "TabTransformer: Tabular Data Modeling Using Contextual Embeddings", 2020'),
-    CorpusModel("lucidrains_ft_transformer", "tab-transformer-pytorch", "tab_transformer_pytorch.FTTransformer",
-                _RTDL_2021),
-    CorpusModel("top2_moe", "mixture-of-experts", "mixture_of_experts.MoE",
-                'Shazeer et al., "Outrageously Large Neural Networks: The Sparsely-Gated Mixture-of-Experts Layer", '
-                "ICLR 2017"),
-    CorpusModel("soft_moe", "soft-moe-pytorch", "soft_moe_pytorch.SoftMoE",
-                'Puigcerver et al., "From Sparse to Soft Mixtures of Experts", ICLR 2024'),
-)  # fmt: skip
+    CorpusModel(
+        "tabm_mini", "tabm", "tabm.TabM (arch_type=tabm-mini, periodic embeddings)", _TABM, ("rtdl_num_embeddings",)
+    ),
+    CorpusModel(
+        "tabnet",
+        "pytorch-tabnet",
+        "pytorch_tabnet.tab_network.TabNet",
+        'Arik & Pfister, "TabNet: Attentive Interpretable Tabular Learning", AAAI 2021',
+    ),
+    CorpusModel(
+        "tab_transformer",
+        "tab-transformer-pytorch",
+        "tab_transformer_pytorch.TabTransformer",
+        'Huang et al., "TabTransformer: Tabular Data Modeling Using Contextual Embeddings", 2020',
+    ),
+    CorpusModel(
+        "lucidrains_ft_transformer", "tab-transformer-pytorch", "tab_transformer_pytorch.FTTransformer", _RTDL_2021
+    ),
+    CorpusModel(
+        "top2_moe",
+        "mixture-of-experts",
+        "mixture_of_experts.MoE",
+        'Shazeer et al., "Outrageously Large Neural Networks: The Sparsely-Gated Mixture-of-Experts Layer", ICLR 2017',
+    ),
+    CorpusModel(
+        "soft_moe",
+        "soft-moe-pytorch",
+        "soft_moe_pytorch.SoftMoE",
+        'Puigcerver et al., "From Sparse to Soft Mixtures of Experts", ICLR 2024',
+    ),
+)
 
 
 def by_name(names: list[str] | tuple[str, ...] | None = None) -> tuple[CorpusModel, ...]:

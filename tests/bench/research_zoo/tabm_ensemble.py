@@ -19,9 +19,11 @@ class TabMEnsemble(nn.Module):
         super().__init__()
         self.task = spec.task
         self.tabm = TabM.make(
-            n_num_features=len(spec.dense_features), cat_cardinalities=list(spec.cardinalities),
-            d_out=spec.num_outputs, **tabm_kwargs,
-        )  # fmt: skip
+            n_num_features=len(spec.dense_features),
+            cat_cardinalities=list(spec.cardinalities),
+            d_out=spec.num_outputs,
+            **tabm_kwargs,
+        )
         self.member_loss = task_loss(spec.task)
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:

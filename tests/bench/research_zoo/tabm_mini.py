@@ -37,9 +37,13 @@ class TabMMini(nn.Module):
             ),
         }[embeddings]()
         self.tabm = TabM.make(
-            n_num_features=n_dense, cat_cardinalities=list(spec.cardinalities), d_out=spec.num_outputs,
-            num_embeddings=num_embeddings, arch_type="tabm-mini", **tabm_kwargs,
-        )  # fmt: skip
+            n_num_features=n_dense,
+            cat_cardinalities=list(spec.cardinalities),
+            d_out=spec.num_outputs,
+            num_embeddings=num_embeddings,
+            arch_type="tabm-mini",
+            **tabm_kwargs,
+        )
         self.member_loss = task_loss(spec.task)
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> torch.Tensor:
@@ -59,9 +63,16 @@ class TabMMini(nn.Module):
 
 
 def build(
-    spec, embeddings: str = "periodic", k: int = 8, n_blocks: int = 2, d_block: int = 64, dropout: float = 0.1,
-    d_embedding: int = 16, n_frequencies: int = 16, n_bins: int = 16,
-) -> TabMMini:  # fmt: skip
+    spec,
+    embeddings: str = "periodic",
+    k: int = 8,
+    n_blocks: int = 2,
+    d_block: int = 64,
+    dropout: float = 0.1,
+    d_embedding: int = 16,
+    n_frequencies: int = 16,
+    n_bins: int = 16,
+) -> TabMMini:
     return TabMMini(
         spec, embeddings, d_embedding, n_frequencies, n_bins, k=k, n_blocks=n_blocks, d_block=d_block, dropout=dropout
     )

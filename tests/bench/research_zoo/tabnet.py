@@ -22,10 +22,14 @@ class TabNetAdapter(nn.Module):
         n_dense, n_cat = len(spec.dense_features), len(spec.categorical_features)
         self.lambda_sparse, self.squeeze = lambda_sparse, spec.task != "multiclass"
         self.tabnet = TabNet(
-            n_dense + n_cat, spec.num_outputs, cat_idxs=list(range(n_dense, n_dense + n_cat)),
-            cat_dims=list(spec.cardinalities), cat_emb_dim=[cat_emb_dim] * n_cat,
-            group_attention_matrix=create_group_matrix([], n_dense + n_cat), **tabnet_kwargs,
-        )  # fmt: skip
+            n_dense + n_cat,
+            spec.num_outputs,
+            cat_idxs=list(range(n_dense, n_dense + n_cat)),
+            cat_dims=list(spec.cardinalities),
+            cat_emb_dim=[cat_emb_dim] * n_cat,
+            group_attention_matrix=create_group_matrix([], n_dense + n_cat),
+            **tabnet_kwargs,
+        )
 
     def forward(self, dense: torch.Tensor, categorical: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out, m_loss = self.tabnet(torch.cat([dense, categorical.to(dense.dtype)], 1))
@@ -33,10 +37,26 @@ class TabNetAdapter(nn.Module):
 
 
 def build(
-    spec, n_d: int = 16, n_a: int = 16, n_steps: int = 3, gamma: float = 1.3, cat_emb_dim: int = 4,
-    virtual_batch_size: int = 32, momentum: float = 0.02, mask_type: str = "sparsemax", lambda_sparse: float = 1e-3,
-) -> TabNetAdapter:  # fmt: skip
+    spec,
+    n_d: int = 16,
+    n_a: int = 16,
+    n_steps: int = 3,
+    gamma: float = 1.3,
+    cat_emb_dim: int = 4,
+    virtual_batch_size: int = 32,
+    momentum: float = 0.02,
+    mask_type: str = "sparsemax",
+    lambda_sparse: float = 1e-3,
+) -> TabNetAdapter:
     return TabNetAdapter(
-        spec, lambda_sparse, cat_emb_dim, n_d=n_d, n_a=n_a, n_steps=n_steps, gamma=gamma,
-        virtual_batch_size=virtual_batch_size, momentum=momentum, mask_type=mask_type,
-    )  # fmt: skip
+        spec,
+        lambda_sparse,
+        cat_emb_dim,
+        n_d=n_d,
+        n_a=n_a,
+        n_steps=n_steps,
+        gamma=gamma,
+        virtual_batch_size=virtual_batch_size,
+        momentum=momentum,
+        mask_type=mask_type,
+    )

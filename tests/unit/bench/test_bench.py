@@ -58,8 +58,10 @@ def test_a_profiled_run_that_stopped_early_is_an_error_not_a_profile(tmp_path):
     from tests.bench.profile import require_finished_run
 
     torchtfx = str(Path(sys.executable).with_name("torchtfx"))
-    refused = run_measured([torchtfx, "run", "--data-dir", str(tmp_path / "missing"), "--pipeline-root",
-                            str(tmp_path / "root")], tmp_path / "refused.log")  # fmt: skip
+    refused = run_measured(
+        [torchtfx, "run", "--data-dir", str(tmp_path / "missing"), "--pipeline-root", str(tmp_path / "root")],
+        tmp_path / "refused.log",
+    )
     with pytest.raises(RuntimeError, match=r"(?s)did not finish.*does not exist"):
         require_finished_run(Path(refused.log))
     finished = tmp_path / "finished.log"
@@ -70,15 +72,25 @@ def test_a_profiled_run_that_stopped_early_is_an_error_not_a_profile(tmp_path):
 def _reference_result(our_wall: float, auc: float) -> dict:
     stages = {"CsvExampleGen": 10.0, "Transform": 30.0, "Evaluator": 20.0}
     return {
-        "ours": {"wall_seconds": our_wall, "peak_rss_gib": 1.0, "peak_pss_gib": 0.8,
-                 "stages": {**stages, "TorchTrainer": 25.0}, "metrics": {"auc": auc}},
-        "reference": {"wall_seconds": 150.0, "peak_rss_gib": 1.5, "peak_pss_gib": 1.0,
-                      "stages": {**stages, "Trainer": 60.0}, "metrics": {"auc": 0.929}},
+        "ours": {
+            "wall_seconds": our_wall,
+            "peak_rss_gib": 1.0,
+            "peak_pss_gib": 0.8,
+            "stages": {**stages, "TorchTrainer": 25.0},
+            "metrics": {"auc": auc},
+        },
+        "reference": {
+            "wall_seconds": 150.0,
+            "peak_rss_gib": 1.5,
+            "peak_pss_gib": 1.0,
+            "stages": {**stages, "Trainer": 60.0},
+            "metrics": {"auc": 0.929},
+        },
         "wall_ratio": our_wall / 150.0,
         "target_wall_ratio": 0.8,
         "target_auc": 0.935,
         "target_pss_ratio": 1.5,
-    }  # fmt: skip
+    }
 
 
 def test_report_says_which_targets_are_met(tmp_path):
@@ -99,18 +111,51 @@ def test_report_flags_a_missed_target(tmp_path):
 
 def test_report_judges_each_ddp_variant_against_one_worker(tmp_path):
     runs = [
-        {"name": "1 worker", "workers": 1, "examples_per_second": 40000.0, "eval_auc": 0.938,
-         "wall_seconds_with_process_start": 30.0, "examples_per_second_each_round": [39000.0, 41000.0]},
-        {"name": "2 workers, DDP", "workers": 2, "examples_per_second": 48000.0, "eval_auc": 0.938, "speedup": 1.2,
-         "auc_difference": 0.0, "wall_seconds_with_process_start": 28.0},
-        {"name": "2 workers, default settings", "workers": 2, "examples_per_second": 72000.0,
-         "eval_auc": 0.936, "speedup": 1.8, "auc_difference": 0.002, "wall_seconds_with_process_start": 20.0},
-    ]  # fmt: skip
-    small = {"train_rows": 9000, "rounds": 2, "wall_ratio": 0.2, "runs": {
-        "in_process": {"wall_seconds_with_process_start": 2.0, "eval_auc": 0.93},
-        "torchrun_2_workers": {"wall_seconds_with_process_start": 10.0, "eval_auc": 0.93}}}  # fmt: skip
-    ddp = {"train_rows": 1000, "epochs": 3, "rounds": 2, "runs": runs, "target_speedup": 1.7,
-           "target_auc_difference": 0.005, "small_data": small}  # fmt: skip
+        {
+            "name": "1 worker",
+            "workers": 1,
+            "examples_per_second": 40000.0,
+            "eval_auc": 0.938,
+            "wall_seconds_with_process_start": 30.0,
+            "examples_per_second_each_round": [39000.0, 41000.0],
+        },
+        {
+            "name": "2 workers, DDP",
+            "workers": 2,
+            "examples_per_second": 48000.0,
+            "eval_auc": 0.938,
+            "speedup": 1.2,
+            "auc_difference": 0.0,
+            "wall_seconds_with_process_start": 28.0,
+        },
+        {
+            "name": "2 workers, default settings",
+            "workers": 2,
+            "examples_per_second": 72000.0,
+            "eval_auc": 0.936,
+            "speedup": 1.8,
+            "auc_difference": 0.002,
+            "wall_seconds_with_process_start": 20.0,
+        },
+    ]
+    small = {
+        "train_rows": 9000,
+        "rounds": 2,
+        "wall_ratio": 0.2,
+        "runs": {
+            "in_process": {"wall_seconds_with_process_start": 2.0, "eval_auc": 0.93},
+            "torchrun_2_workers": {"wall_seconds_with_process_start": 10.0, "eval_auc": 0.93},
+        },
+    }
+    ddp = {
+        "train_rows": 1000,
+        "epochs": 3,
+        "rounds": 2,
+        "runs": runs,
+        "target_speedup": 1.7,
+        "target_auc_difference": 0.005,
+        "small_data": small,
+    }
     (tmp_path / "ddp.json").write_text(json.dumps(ddp))
     text = write_report(tmp_path).read_text()
     assert "| 1 worker | 40000 | 39000, 41000 | 1.00x |" in text
@@ -139,10 +184,12 @@ def test_input_path_bench_trains_in_process_from_arrays_and_from_memory(tmp_path
 
 def _latency(converted: float, ort: float, torch: float) -> dict:
     return {
-        name: {batch: {"median_ms": ms * scale, "p90_ms": ms * scale, "calls": 20} for batch, scale in
-               (("1", 1), ("32", 2), ("1024", 10))}
+        name: {
+            batch: {"median_ms": ms * scale, "p90_ms": ms * scale, "calls": 20}
+            for batch, scale in (("1", 1), ("32", 2), ("1024", 10))
+        }
         for name, ms in (("converted_network", converted), ("onnxruntime", ort), ("torch", torch))
-    }  # fmt: skip
+    }
 
 
 def test_ratios_are_one_runtime_over_another_per_batch_both_have():
@@ -173,12 +220,25 @@ def test_report_renders_the_zoo_table_and_a_failed_model(tmp_path):
     from tests.bench.zoo_bench import RUNTIMES
 
     latency = _latency(0.6, 0.2, 0.4)
-    ok = {"model": "mlp", "strategy": "translator", "repairs": ["erf_gelu"], "conversion_seconds": 0.12,
-          "parity_max_abs_diff": 2.5e-7, "latency": latency, "tfma_auc": 0.9381, "torch_eval_auc": None,
-          "converted_vs_onnxruntime": ratios(latency, "converted_network", "onnxruntime")}  # fmt: skip
+    ok = {
+        "model": "mlp",
+        "strategy": "translator",
+        "repairs": ["erf_gelu"],
+        "conversion_seconds": 0.12,
+        "parity_max_abs_diff": 2.5e-7,
+        "latency": latency,
+        "tfma_auc": 0.9381,
+        "torch_eval_auc": None,
+        "converted_vs_onnxruntime": ratios(latency, "converted_network", "onnxruntime"),
+    }
     failed = {"model": "ft_transformer", "error": "parity gate failed | max 0.3\nlog x"}
-    zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
-           "models": [ok, failed]}  # fmt: skip
+    zoo = {
+        "batch_sizes": [1, 32, 1024],
+        "threads": 2,
+        "runtimes": list(RUNTIMES),
+        "auc_source": "TFMA",
+        "models": [ok, failed],
+    }
     (tmp_path / "zoo.json").write_text(json.dumps(zoo))
     text = write_report(tmp_path).read_text()
     assert "| mlp | translator | erf_gelu | 0.12 | 2.50e-07 | 0.600 / 0.200 / 0.400 (3.00) |" in text
@@ -192,17 +252,35 @@ def test_report_renders_the_fp16_variant_drift_and_latency(tmp_path):
     def lat(ms: float) -> dict:
         return {b: {"median_ms": ms, "p90_ms": ms} for b in ("1", "32", "1024")}
 
-    fp16 = {"method": "float16 network (CPU)", "passed": False, "violations": ["9 of 5000 decisions flip"],
-            "figures": {"fp16_max_abs_diff": 0.0123, "fp16_mean_abs_diff": 0.0004, "fp16_flips": 9.0},
-            "latency": {"fp16_network": lat(0.5), "fp32_network": lat(0.25)},
-            "fp16_vs_fp32": {"1": 2.0, "32": 2.0, "1024": 2.0}}  # fmt: skip
+    fp16 = {
+        "method": "float16 network (CPU)",
+        "passed": False,
+        "violations": ["9 of 5000 decisions flip"],
+        "figures": {"fp16_max_abs_diff": 0.0123, "fp16_mean_abs_diff": 0.0004, "fp16_flips": 9.0},
+        "latency": {"fp16_network": lat(0.5), "fp32_network": lat(0.25)},
+        "fp16_vs_fp32": {"1": 2.0, "32": 2.0, "1024": 2.0},
+    }
     ratios = {"1": 3.0, "32": 3.0, "1024": 3.0}
-    model = {"model": "mlp", "strategy": "translator", "repairs": [], "conversion_seconds": 0.1,
-             "parity_max_abs_diff": 1e-7, "latency": _latency(0.6, 0.2, 0.4), "tfma_auc": 0.93,
-             "torch_eval_auc": 0.93, "converted_vs_onnxruntime": ratios, "fp16": fp16}  # fmt: skip
+    model = {
+        "model": "mlp",
+        "strategy": "translator",
+        "repairs": [],
+        "conversion_seconds": 0.1,
+        "parity_max_abs_diff": 1e-7,
+        "latency": _latency(0.6, 0.2, 0.4),
+        "tfma_auc": 0.93,
+        "torch_eval_auc": 0.93,
+        "converted_vs_onnxruntime": ratios,
+        "fp16": fp16,
+    }
     fallback = {**model, "model": "dcn", "strategy": "onnx2tf", "fp16": {"error": "needs the translator"}}
-    zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
-           "models": [model, fallback]}  # fmt: skip
+    zoo = {
+        "batch_sizes": [1, 32, 1024],
+        "threads": 2,
+        "runtimes": list(RUNTIMES),
+        "auc_source": "TFMA",
+        "models": [model, fallback],
+    }
     (tmp_path / "zoo.json").write_text(json.dumps(zoo))
     text = write_report(tmp_path).read_text()
     assert "| mlp | float16 network (CPU) | 1.23e-02 | 4.00e-04 | 9 | refused: 9 of 5000 decisions flip |" in text
@@ -218,16 +296,30 @@ def test_report_judges_the_network_targets_on_the_c_api_runtime(tmp_path):
     latency["converted_network_session"] = {
         b: {"median_ms": v["median_ms"] / 2} for b, v in latency["onnxruntime"].items()
     }
-    fast = {"model": "mlp", "strategy": "translator", "repairs": [], "conversion_seconds": 0.1,
-            "parity_max_abs_diff": 1e-7, "latency": latency, "target_runtime": "converted_network_session",
-            "converted_vs_onnxruntime": ratios(latency, "converted_network_session", "onnxruntime"),
-            "converted_vs_torch": ratios(latency, "converted_network_session", "torch")}  # fmt: skip
-    zoo = {"batch_sizes": [1, 32, 1024], "threads": 2, "runtimes": list(RUNTIMES), "auc_source": "TFMA",
-           "models": [fast]}  # fmt: skip
+    fast = {
+        "model": "mlp",
+        "strategy": "translator",
+        "repairs": [],
+        "conversion_seconds": 0.1,
+        "parity_max_abs_diff": 1e-7,
+        "latency": latency,
+        "target_runtime": "converted_network_session",
+        "converted_vs_onnxruntime": ratios(latency, "converted_network_session", "onnxruntime"),
+        "converted_vs_torch": ratios(latency, "converted_network_session", "torch"),
+    }
+    zoo = {
+        "batch_sizes": [1, 32, 1024],
+        "threads": 2,
+        "runtimes": list(RUNTIMES),
+        "auc_source": "TFMA",
+        "models": [fast],
+    }
     (tmp_path / "zoo.json").write_text(json.dumps(zoo))
     text = write_report(tmp_path).read_text()
-    assert "- mlp: `converted_network_session` / onnxruntime: 1: 0.50, 32: 0.50, 1024: 0.50; at batch 1024 0.50 " \
-           "(target ≤ 1.5): met; `converted_network_session` / PyTorch eager: 1: 0.25" in text  # fmt: skip
+    assert (
+        "- mlp: `converted_network_session` / onnxruntime: 1: 0.50, 32: 0.50, 1024: 0.50; at batch 1024 0.50 "
+        "(target ≤ 1.5): met; `converted_network_session` / PyTorch eager: 1: 0.25" in text
+    )
     assert "From Python (`converted_network`, a ConcreteFunction call): / onnxruntime 1: 3.00" in text
 
 
@@ -239,17 +331,25 @@ def _serving_against_reference(ours_ms: tuple[float, ...], reference_ms: tuple[f
         return {b: {"median_ms": ms, "p90_ms": ms, "calls": 20} for b, ms in zip(batches, values, strict=True)}
 
     ops = {"ParseExampleV2": 0.2, "StatefulPartitionedCall": 0.1, "MatMul": 0.06, "Cast": 0.03, "Const": 0.01}
-    profile = {"wall_ms": 0.5, "nodes": 40, "traced_ms_per_call": 0.4, "top_nodes": [],
-               "ops": {op: {"ms_per_call": ms, "nodes": 1} for op, ms in ops.items()},
-               "stages": {"network_and_rest": 0.1, "parse": 0.2, "tft_layer": 0.1}}  # fmt: skip
+    profile = {
+        "wall_ms": 0.5,
+        "nodes": 40,
+        "traced_ms_per_call": 0.4,
+        "top_nodes": [],
+        "ops": {op: {"ms_per_call": ms, "nodes": 1} for op, ms in ops.items()},
+        "stages": {"network_and_rest": 0.1, "parse": 0.2, "tft_layer": 0.1},
+    }
     return {
         "latency": {"savedmodel_signature_session": lat(ours_ms), "reference_signature_session": lat(reference_ms)},
-        "onnx2tf_conversion_seconds": 0.1, "parity_examples": 10, "parity_max_abs_diff": 1e-7,
-        "reference_model_dir": "/runs/reference/serving/1", "signature_target_runtime": "savedmodel_signature_session",
+        "onnx2tf_conversion_seconds": 0.1,
+        "parity_examples": 10,
+        "parity_max_abs_diff": 1e-7,
+        "reference_model_dir": "/runs/reference/serving/1",
+        "signature_target_runtime": "savedmodel_signature_session",
         "signature_vs_reference": {b: o / r for b, o, r in zip(batches, ours_ms, reference_ms, strict=True)},
         "target_vs_reference": 1.0,
         "signature_op_profile": {"ours": {"1": profile, "1024": profile}, "reference": {"1": profile}},
-    }  # fmt: skip
+    }
 
 
 def test_report_judges_our_whole_signature_against_the_references_at_every_batch(tmp_path):
@@ -258,8 +358,10 @@ def test_report_judges_our_whole_signature_against_the_references_at_every_batch
     assert "- batch 1: ours 0.500 ms, reference 1.000 ms: 0.50x (target ≤ 1.0): met." in text
     assert "- batch 32: ours 0.800 ms, reference 1.600 ms: 0.50x (target ≤ 1.0): met." in text
     assert "- batch 1024: ours 3.000 ms, reference 2.000 ms: 1.50x (target ≤ 1.0): **not met**." in text
-    assert "ours at batch 1 (0.40 ms) parse 50%, function calls 25%, the other ops 25% (top op types there: " \
-           "MatMul 15%, Cast 8%), at batch 1024 (0.40 ms) parse 50%" in text  # fmt: skip
+    assert (
+        "ours at batch 1 (0.40 ms) parse 50%, function calls 25%, the other ops 25% (top op types there: "
+        "MatMul 15%, Cast 8%), at batch 1024 (0.40 ms) parse 50%" in text
+    )
     assert "; reference at batch 1 (0.40 ms) parse 50%" in text and "Const" not in text
     assert "`savedmodel_signature_session`" in text and "`reference_signature_session`" in text
 
@@ -290,10 +392,15 @@ def test_evaluator_bench_measures_each_of_our_metrics_against_the_reference_conf
 
 
 def test_report_judges_the_evaluator_at_equal_slices(tmp_path):
-    result = {"benchmark": "evaluator", "seconds": {"reference": 4.0, "ours_overall": 6.0, "ours": 9.0, "+AUC": 5.0},
-              "rounds": {"reference": [4.0, 4.0]}, "ratio_to_reference": {"reference": 1.0, "ours_overall": 1.5,
-              "ours": 2.25, "+AUC": 1.25}, "extra_seconds": {"+AUC": 1.0}, "slices": ["overall"],
-              "target_ratio_equal_slices": 1.2}  # fmt: skip
+    result = {
+        "benchmark": "evaluator",
+        "seconds": {"reference": 4.0, "ours_overall": 6.0, "ours": 9.0, "+AUC": 5.0},
+        "rounds": {"reference": [4.0, 4.0]},
+        "ratio_to_reference": {"reference": 1.0, "ours_overall": 1.5, "ours": 2.25, "+AUC": 1.25},
+        "extra_seconds": {"+AUC": 1.0},
+        "slices": ["overall"],
+        "target_ratio_equal_slices": 1.2,
+    }
     (tmp_path / "evaluator.json").write_text(json.dumps(result))
     text = write_report(tmp_path).read_text()
     assert "| +AUC | 5.00 | 1.25 |" in text
@@ -305,9 +412,18 @@ def _pipeline_run(name: str, wall: float, pss: float, auc: float, stages: dict, 
         "1 /work/.venv/bin/python -m tests.bench.reference_pipeline --root r": 900,
         "2 python -m sdk_worker_main": 80,
     }
-    return {"name": name, "root": f"/w/{name}", "wall_seconds": wall, "peak_rss_gib": pss * 1.3, "peak_pss_gib": pss,
-            "stages": stages, "auc": auc, "eval_examples": eval_examples, "peak_rss_mib_by_process": processes,
-            "evaluator_metrics": {"binary_accuracy": 0.81, "example_count": eval_examples}}  # fmt: skip
+    return {
+        "name": name,
+        "root": f"/w/{name}",
+        "wall_seconds": wall,
+        "peak_rss_gib": pss * 1.3,
+        "peak_pss_gib": pss,
+        "stages": stages,
+        "auc": auc,
+        "eval_examples": eval_examples,
+        "peak_rss_mib_by_process": processes,
+        "evaluator_metrics": {"binary_accuracy": 0.81, "example_count": eval_examples},
+    }
 
 
 def _scale_size(
@@ -315,16 +431,32 @@ def _scale_size(
 ) -> dict:
     from tests.bench.scale_bench import comparison
 
-    ours = _pipeline_run("torchtfx", our_wall, our_pss, our_auc,
-                         {"CsvExampleGen": 85.0, "TorchTrainer": 40.0, "ChampionModel": 2.0, "Evaluator": 270.0},
-                         333_296)  # fmt: skip
-    ref = _pipeline_run("tfx_taxi_native_keras", ref_wall, 2.0, 0.9300,
-                        {"CsvExampleGen": 120.0, "Trainer": 200.0, "latest_blessed_model_resolver": 0.0,
-                         "Evaluator": 150.0}, ref_examples)  # fmt: skip
+    ours = _pipeline_run(
+        "torchtfx",
+        our_wall,
+        our_pss,
+        our_auc,
+        {"CsvExampleGen": 85.0, "TorchTrainer": 40.0, "ChampionModel": 2.0, "Evaluator": 270.0},
+        333_296,
+    )
+    ref = _pipeline_run(
+        "tfx_taxi_native_keras",
+        ref_wall,
+        2.0,
+        0.9300,
+        {"CsvExampleGen": 120.0, "Trainer": 200.0, "latest_blessed_model_resolver": 0.0, "Evaluator": 150.0},
+        ref_examples,
+    )
     ref["auc_seconds"] = 31.5
     beam = ["--direct_running_mode=multi_processing", "--direct_num_workers=2", "--setup_file=/w/setup.py"]
-    size = {"rows": rows, "data_bytes": 130 * 2**20, "generate_seconds": 5.0, "beam_args": beam, "ours": ours,
-            "reference": ref}  # fmt: skip
+    size = {
+        "rows": rows,
+        "data_bytes": 130 * 2**20,
+        "generate_seconds": 5.0,
+        "beam_args": beam,
+        "ours": ours,
+        "reference": ref,
+    }
     return {**size, **comparison(ours, ref)}
 
 
@@ -366,8 +498,11 @@ def test_scale_report_flags_missed_targets_and_judges_5m_rows(tmp_path):
 
 
 def test_report_leaves_out_a_scale_result_of_the_old_format(tmp_path, caplog):
-    old = {"runs": [{"rows": 1_000_000, "wall_seconds": 500.0, "peak_rss_gib": 3.9, "stages": {"Evaluator": 1.0}}],
-           "pss_target_gib": 4.0, "time_ratio_target": 5.5}  # fmt: skip
+    old = {
+        "runs": [{"rows": 1_000_000, "wall_seconds": 500.0, "peak_rss_gib": 3.9, "stages": {"Evaluator": 1.0}}],
+        "pss_target_gib": 4.0,
+        "time_ratio_target": 5.5,
+    }
     (tmp_path / "scale.json").write_text(json.dumps(old))
     with caplog.at_level("INFO", logger="tests.bench.report"):
         text = write_report(tmp_path).read_text()
@@ -419,8 +554,10 @@ def test_scale_generates_once_then_runs_the_reference_then_ours_from_cold_roots(
     monkeypatch.setattr(pipelines, "evaluator_metrics", lambda root: {"auc": 0.94, "example_count": 330.0})
     result = scale_bench.scale([1000, 5000], tmp_path, beam_workers=2)
     args = ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-    steps = [(("generate", n), ("reference", f"reference_{n}", f"data_{n}"), ("ours", f"ours_{n}", f"data_{n}"))
-             for n in (1000, 5000)]  # fmt: skip
+    steps = [
+        (("generate", n), ("reference", f"reference_{n}", f"data_{n}"), ("ours", f"ours_{n}", f"data_{n}"))
+        for n in (1000, 5000)
+    ]
     assert [c[:3] for c in calls] == [step for size in steps for step in size]
     assert calls[1][3][0][:2] == args and calls[2][4] == ["--beam-mode", "in_memory"]
     first = result["sizes"][0]
@@ -453,8 +590,9 @@ def _tiny_reference_model(model_dir: Path) -> None:
             return {"tips_xf": tf.io.parse_example(examples, {"tips": tf.io.FixedLenFeature([1], tf.int64)})["tips"]}
 
     module = Reference()
-    tf.saved_model.save(module, str(model_dir), signatures={"serving_default": module.serve,
-                                                            "transform_features": module.transform})  # fmt: skip
+    tf.saved_model.save(
+        module, str(model_dir), signatures={"serving_default": module.serve, "transform_features": module.transform}
+    )
 
 
 def _tiny_eval_split(split_dir: Path) -> None:
@@ -463,8 +601,10 @@ def _tiny_eval_split(split_dir: Path) -> None:
     split_dir.mkdir(parents=True)
     with tf.io.TFRecordWriter(str(split_dir / "data_tfrecord-00000-of-00001.gz"), options="GZIP") as writer:
         for score, label in _REFERENCE_ROWS:
-            features = {"score": tf.train.Feature(float_list=tf.train.FloatList(value=[score])),
-                        "tips": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}  # fmt: skip
+            features = {
+                "score": tf.train.Feature(float_list=tf.train.FloatList(value=[score])),
+                "tips": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+            }
             writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
 
 
@@ -504,8 +644,14 @@ def test_reference_metrics_score_its_model_on_its_eval_split_and_keep_its_evalua
     evaluation.mkdir()
     # The reference's EvalConfig: BinaryAccuracy alone, one model (no name).
     evaluations.write(evaluation, [(evaluations.OVERALL, evaluations.metric_key("binary_accuracy", model=""), 0.75)])
-    _reference_store(tmp_path, {"CsvExampleGen": {"examples": str(examples)}, "Trainer": {"model": str(model)},
-                                "Evaluator": {"evaluation": str(evaluation)}})  # fmt: skip
+    _reference_store(
+        tmp_path,
+        {
+            "CsvExampleGen": {"examples": str(examples)},
+            "Trainer": {"model": str(model)},
+            "Evaluator": {"evaluation": str(evaluation)},
+        },
+    )
     found = pipelines.reference_metrics(tmp_path)
     assert found["auc"] == pytest.approx(8 / 9, abs=2e-3) and found["eval_examples"] == len(_REFERENCE_ROWS)
     assert found["evaluator_metrics"] == {"binary_accuracy": 0.75}
@@ -530,31 +676,63 @@ def test_the_corpus_names_every_research_factory_file_and_its_installed_package(
 
 
 def _research_row(name: str, **extra) -> dict:
-    return {"model": name, "factory": f"tests/bench/research_zoo/{name}.py:build", "package": "rtdl_revisiting_models",
-            "version": "0.0.2", "class": "rtdl_revisiting_models.MLP", "paper": "Gorishniy et al. 2021",
-            **extra}  # fmt: skip
+    return {
+        "model": name,
+        "factory": f"tests/bench/research_zoo/{name}.py:build",
+        "package": "rtdl_revisiting_models",
+        "version": "0.0.2",
+        "class": "rtdl_revisiting_models.MLP",
+        "paper": "Gorishniy et al. 2021",
+        **extra,
+    }
 
 
 def _research_result() -> dict:
     from tests.bench.zoo_bench import RUNTIMES
 
-    measured = {"strategy": "translator", "repairs": [], "conversion_seconds": 0.1, "parity_max_abs_diff": 1.19e-7,
-                "latency": _latency(0.6, 0.2, 0.4), "tfma_auc": 0.9012, "torch_eval_auc": 0.8999,
-                "converted_vs_onnxruntime": {"1": 0.5, "32": 0.8, "1024": 1.25}}  # fmt: skip
+    measured = {
+        "strategy": "translator",
+        "repairs": [],
+        "conversion_seconds": 0.1,
+        "parity_max_abs_diff": 1.19e-7,
+        "latency": _latency(0.6, 0.2, 0.4),
+        "tfma_auc": 0.9012,
+        "torch_eval_auc": 0.8999,
+        "converted_vs_onnxruntime": {"1": 0.5, "32": 0.8, "1024": 1.25},
+    }
     ok = _research_row(
-        "rtdl_mlp", **measured, conversion={"strategy": "translator", "exporter": "legacy", "repairs": [],
-        "symbolics": []}, dynamo={"ok": True, "parity_max_abs_diff": 2.4e-7, "dynamo_export_seconds": 6.5,
-        "legacy_export_seconds": 0.31},
-    )  # fmt: skip
+        "rtdl_mlp",
+        **measured,
+        conversion={"strategy": "translator", "exporter": "legacy", "repairs": [], "symbolics": []},
+        dynamo={"ok": True, "parity_max_abs_diff": 2.4e-7, "dynamo_export_seconds": 6.5, "legacy_export_seconds": 0.31},
+    )
     refused = _research_row(
-        "rtdl_ft_transformer", **measured, conversion={"strategy": "translator", "exporter": "legacy",
-        "repairs": ["batch_constants"], "symbolics": ["logaddexp"]}, dynamo={"ok": False, "error":
-        "not translated: unsupported | ops", "dynamo_export_seconds": 7.25, "legacy_export_seconds": None},
-    )  # fmt: skip
+        "rtdl_ft_transformer",
+        **measured,
+        conversion={
+            "strategy": "translator",
+            "exporter": "legacy",
+            "repairs": ["batch_constants"],
+            "symbolics": ["logaddexp"],
+        },
+        dynamo={
+            "ok": False,
+            "error": "not translated: unsupported | ops",
+            "dynamo_export_seconds": 7.25,
+            "legacy_export_seconds": None,
+        },
+    )
     failed = _research_row("tabnet", error="pipeline run failed: parity gate\nmax 0.3")
-    return {"sample_rows": 3000, "run_args": ["--epochs", "8", "--batch-size", "64"], "threads": 2,
-            "batch_sizes": [1, 32, 1024], "runtimes": list(RUNTIMES), "auc_source": "TFMA", "parity_tolerance": 1e-5,
-            "models": [ok, refused, failed]}  # fmt: skip
+    return {
+        "sample_rows": 3000,
+        "run_args": ["--epochs", "8", "--batch-size", "64"],
+        "threads": 2,
+        "batch_sizes": [1, 32, 1024],
+        "runtimes": list(RUNTIMES),
+        "auc_source": "TFMA",
+        "parity_tolerance": 1e-5,
+        "models": [ok, refused, failed],
+    }
 
 
 def test_report_renders_the_research_corpus_table_for_results_and_the_project_readme(tmp_path):
@@ -562,11 +740,15 @@ def test_report_renders_the_research_corpus_table_for_results_and_the_project_re
 
     (tmp_path / "research_zoo.json").write_text(json.dumps(_research_result()))
     text = write_report(tmp_path).read_text()
-    ok = ("| rtdl_mlp | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | legacy | none | 1.19e-07 "
-          "| 0.50 | 1.25 | 0.9012 | 0.8999 | ok (2.40e-07) | 6.50 / 0.31 |")  # fmt: skip
-    refused = ("| rtdl_ft_transformer | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | legacy "
-               "| batch_constants; symbolics: logaddexp | 1.19e-07 | 0.50 | 1.25 | 0.9012 | 0.8999 "
-               "| failed: not translated: unsupported / ops | 7.25 / failed |")  # fmt: skip
+    ok = (
+        "| rtdl_mlp | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | legacy | none | 1.19e-07 "
+        "| 0.50 | 1.25 | 0.9012 | 0.8999 | ok (2.40e-07) | 6.50 / 0.31 |"
+    )
+    refused = (
+        "| rtdl_ft_transformer | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | legacy "
+        "| batch_constants; symbolics: logaddexp | 1.19e-07 | 0.50 | 1.25 | 0.9012 | 0.8999 "
+        "| failed: not translated: unsupported / ops | 7.25 / failed |"
+    )
     failed = "| tabnet | rtdl_revisiting_models | 0.0.2 | `rtdl_revisiting_models.MLP` | failed: pipeline run failed: "
     assert "## 6b. Research model corpus" in text and "first 3,000 rows of the taxi CSV" in text
     assert ok in text and refused in text and failed + "parity gate max 0.3 |" in text
@@ -579,8 +761,11 @@ def test_parse_conversion_reads_the_trainers_onnx_conversion_property():
     from tests.bench.zoo_bench import parse_conversion
 
     assert parse_conversion("translator; repairs: batch_constants, erf_gelu; exporter: dynamo; symbolics: sinc") == {
-        "strategy": "translator", "exporter": "dynamo", "repairs": ["batch_constants", "erf_gelu"],
-        "symbolics": ["sinc"]}  # fmt: skip
+        "strategy": "translator",
+        "exporter": "dynamo",
+        "repairs": ["batch_constants", "erf_gelu"],
+        "symbolics": ["sinc"],
+    }
     older = parse_conversion("onnx2tf; repairs: none")  # written before the exporter was recorded
     assert older == {"strategy": "onnx2tf", "exporter": None, "repairs": [], "symbolics": []}
     assert parse_conversion(None)["strategy"] is None
@@ -645,8 +830,9 @@ def test_a_dynamo_graph_whose_batch_torch_export_specialized_is_found_by_its_dec
     def graph(batch):
         inputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [batch, 3]) for name in ("dense", "cat")]
         out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])
-        return helper.make_model(helper.make_graph([helper.make_node("Add", ["dense", "cat"], ["y"])], "g", inputs,
-                                                   [out]))  # fmt: skip
+        return helper.make_model(
+            helper.make_graph([helper.make_node("Add", ["dense", "cat"], ["y"])], "g", inputs, [out])
+        )
 
     assert _static_batch(graph(17)) == 17
     assert _static_batch(graph("batch")) is None
@@ -655,10 +841,13 @@ def test_a_dynamo_graph_whose_batch_torch_export_specialized_is_found_by_its_dec
 def test_report_shows_batch_scoring_rates_and_ours_against_each_other_way(tmp_path):
     from tests.bench.report import write_report
 
-    result = {"benchmark": "predict", "rows": 150020, "seconds": {"torchtfx_predict": [10.0, 12.0],
-              "loop": [20.0, 20.0], "pyfunc": [30.0, 31.0]},
-              "rows_per_second": {"torchtfx_predict": 13638.2, "loop": 7501.0, "pyfunc": 4918.7},
-              "ratio_to": {"loop": 1.818, "pyfunc": 2.773}}  # fmt: skip
+    result = {
+        "benchmark": "predict",
+        "rows": 150020,
+        "seconds": {"torchtfx_predict": [10.0, 12.0], "loop": [20.0, 20.0], "pyfunc": [30.0, 31.0]},
+        "rows_per_second": {"torchtfx_predict": 13638.2, "loop": 7501.0, "pyfunc": 4918.7},
+        "ratio_to": {"loop": 1.818, "pyfunc": 2.773},
+    }
     (tmp_path / "predict.json").write_text(json.dumps(result))
     text = write_report(tmp_path).read_text()
     assert "## Batch scoring: `torchtfx predict` (rows per second)" in text

@@ -73,9 +73,15 @@ class _Saved:
         }
 
 
-LAYOUT = FeatureLayout(dense=(), embedded=("source_xf",), cardinalities=(3,), label="positive_xf",
-                       sequences=("text_xf",), sequence_vocab_sizes=(52,),
-                       sequence_max_lengths=(MAX_LENGTH,))  # fmt: skip
+LAYOUT = FeatureLayout(
+    dense=(),
+    embedded=("source_xf",),
+    cardinalities=(3,),
+    label="positive_xf",
+    sequences=("text_xf",),
+    sequence_vocab_sizes=(52,),
+    sequence_max_lengths=(MAX_LENGTH,),
+)
 
 
 def test_length_inputs_are_the_largest_batch_of_texts_read_as_exactly_length_tokens():
@@ -100,8 +106,12 @@ def test_the_sample_is_every_kth_row_written_once(tmp_path):
     source = tmp_path / "all.csv"
     source.write_text("text,label\n" + "".join(f"review {i},{i % 2}\n" for i in range(25)))
     data_dir = bench.sample_rows(source, tmp_path / "sample", 11)
-    assert (data_dir / "data.csv").read_text().splitlines() == ["text,label", "review 0,0", "review 11,1",
-                                                                "review 22,0"]  # fmt: skip
+    assert (data_dir / "data.csv").read_text().splitlines() == [
+        "text,label",
+        "review 0,0",
+        "review 11,1",
+        "review 22,0",
+    ]
     source.write_text("text,label\n")
     assert len((bench.sample_rows(source, tmp_path / "sample", 11) / "data.csv").read_text().splitlines()) == 4
 
@@ -148,8 +158,11 @@ def test_spinning_torch_times_the_exported_model_in_a_child_process_with_the_def
     (export_dir / contracts.LAYOUT_FILE).write_text(LAYOUT.to_json())
     net = build_model(load_dataset_config(bench.DATASET).model, LAYOUT.model_spec())  # the dataset's text model
     torch.save(net.state_dict(), export_dir / contracts.STATE_DICT_FILE)
-    feeds = {"dense": np.zeros([8, 0], np.float32), "categorical": np.zeros([8, 1], np.int64),
-             "text_xf": np.full([8, 5], 3, np.int64)}  # fmt: skip
+    feeds = {
+        "dense": np.zeros([8, 0], np.float32),
+        "categorical": np.zeros([8, 1], np.int64),
+        "text_xf": np.full([8, 5], 3, np.int64),
+    }
     monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # the measuring process's: the child must not inherit it
     with bench.spinning_torch(export_dir, feeds, tmp_path / "feeds") as run:
         assert b"OMP_WAIT_POLICY" not in (Path("/proc") / str(run._process.pid) / "environ").read_bytes()
@@ -158,21 +171,35 @@ def test_spinning_torch_times_the_exported_model_in_a_child_process_with_the_def
 
 def _result() -> dict:
     by_length = {
-        str(n): {"latency": _latency(1.0, 0.5 if n == 16 else 1.0, 2.0, 0.6), "load_average_1min": [1.5, 2.5],
-                 "max_abs_diff_vs_torch": {"converted_network": 1e-7, "onnxruntime": 2e-7}}
+        str(n): {
+            "latency": _latency(1.0, 0.5 if n == 16 else 1.0, 2.0, 0.6),
+            "load_average_1min": [1.5, 2.5],
+            "max_abs_diff_vs_torch": {"converted_network": 1e-7, "onnxruntime": 2e-7},
+        }
         for n in (128, 16)
-    }  # fmt: skip
+    }
     met = bench.judge(by_length, "converted_network_session")
     ops = {"AddV2": {"ms_per_call": 0.3, "nodes": 30}, "_MklTranspose": {"ms_per_call": 2.3, "nodes": 16}}
     profile = {"wall_ms": 3.5, "nodes": 441, "top_nodes": [], "ops": ops}
     return {
-        "dataset": "movie_reviews", "model": "text_transformer", "threads": 2, "sample_every": 11,
-        "run_args": ["--epochs", "3"], "eval_rows": 1000, "batch_sizes": [1, 32, 256], "lengths": [16, 128],
-        "strategy": "translator", "repairs": [], "c_api_unavailable": None,
-        "target_runtime": "converted_network_session", "measure_env": {"OMP_WAIT_POLICY": "PASSIVE"},
-        "by_length": by_length, "met": met, "op_profile": {"32x16": profile, "1x16": profile},
+        "dataset": "movie_reviews",
+        "model": "text_transformer",
+        "threads": 2,
+        "sample_every": 11,
+        "run_args": ["--epochs", "3"],
+        "eval_rows": 1000,
+        "batch_sizes": [1, 32, 256],
+        "lengths": [16, 128],
+        "strategy": "translator",
+        "repairs": [],
+        "c_api_unavailable": None,
+        "target_runtime": "converted_network_session",
+        "measure_env": {"OMP_WAIT_POLICY": "PASSIVE"},
+        "by_length": by_length,
+        "met": met,
+        "op_profile": {"32x16": profile, "1x16": profile},
         "targets": {"vs_onnxruntime": 1.5, "vs_torch": 1.0, "min_batch": 32},
-    }  # fmt: skip
+    }
 
 
 def test_report_renders_each_length_and_batch_and_flags_the_missed_target(tmp_path):
@@ -180,16 +207,28 @@ def test_report_renders_each_length_and_batch_and_flags_the_missed_target(tmp_pa
     text = write_report(tmp_path).read_text()
     assert "## 8. Serving latency with token sequences (movie_reviews, text_transformer)" in text
     rows = [line for line in text.splitlines() if line.startswith("| 16 |") or line.startswith("| 128 |")]
-    assert [r.split(" | ")[:2] for r in rows] == [["| 16", "1"], ["| 16", "32"], ["| 16", "256"], ["| 128", "1"],
-                                                  ["| 128", "32"], ["| 128", "256"]]  # fmt: skip
+    assert [r.split(" | ")[:2] for r in rows] == [
+        ["| 16", "1"],
+        ["| 16", "32"],
+        ["| 16", "256"],
+        ["| 128", "1"],
+        ["| 128", "32"],
+        ["| 128", "256"],
+    ]
     assert rows[1].endswith("| 32.000 | 19.200 | 16.000 | 64.000 | 2.00 | 0.50 |")  # the table's runtime order
-    assert "- network / onnxruntime: length 16: 32: 2.00, 256: 2.00; length 128: 32: 1.00, 256: 1.00 " \
-           "(target ≤ 1.5): **not met**." in text  # fmt: skip
-    assert "- network / PyTorch eager: length 16: 32: 0.50, 256: 0.50; length 128: 32: 0.50, 256: 0.50 " \
-           "(target ≤ 1.0): met." in text  # fmt: skip
-    assert "- Missed at batch 32 x 16 tokens (2.00x onnxruntime): under Session::Run, _MklTranspose (16 nodes) " \
-           "88% and AddV2 (30 nodes) 12% of the traced time; with oneDNN off the network takes 19.20 ms (1.20x " \
-           "onnxruntime, 0.30x torch)." in text  # fmt: skip
+    assert (
+        "- network / onnxruntime: length 16: 32: 2.00, 256: 2.00; length 128: 32: 1.00, 256: 1.00 "
+        "(target ≤ 1.5): **not met**." in text
+    )
+    assert (
+        "- network / PyTorch eager: length 16: 32: 0.50, 256: 0.50; length 128: 32: 0.50, 256: 0.50 "
+        "(target ≤ 1.0): met." in text
+    )
+    assert (
+        "- Missed at batch 32 x 16 tokens (2.00x onnxruntime): under Session::Run, _MklTranspose (16 nodes) "
+        "88% and AddV2 (30 nodes) 12% of the traced time; with oneDNN off the network takes 19.20 ms (1.20x "
+        "onnxruntime, 0.30x torch)." in text
+    )
     assert "- Missed at batch 256 x 16 tokens (2.00x onnxruntime); with oneDNN off" in text  # no profile there
     assert "Missed at batch 1 " not in text and "x 128 tokens" not in text  # not judged / met
     assert "- 32x16: 3.50 ms per traced call, 441 nodes; _MklTranspose 2.30 ms (16 nodes), AddV2 0.30 ms" in text

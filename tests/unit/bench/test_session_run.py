@@ -58,10 +58,11 @@ def _parse_model(directory) -> list[bytes]:
     module = _Parse()
     tf.saved_model.save(module, str(directory), signatures={"serving_default": module.serve})
     return [
-        tf.train.Example(features=tf.train.Features(feature={"x": tf.train.Feature(
-            float_list=tf.train.FloatList(value=[float(i)]))})).SerializeToString()
+        tf.train.Example(
+            features=tf.train.Features(feature={"x": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i)]))})
+        ).SerializeToString()
         for i in range(10)
-    ]  # fmt: skip
+    ]
 
 
 def test_a_string_signature_is_fed_serialized_examples(tmp_path, binary):
@@ -77,8 +78,9 @@ def test_the_tabular_benchmarks_timers_run_the_network_the_floor_and_the_signatu
 
     examples, feeds = _parse_model(tmp_path / "parse"), _tabular(10)
     with contextlib.ExitStack() as stack:
-        runs, unavailable = session_timers(_Network(), tmp_path / "parse", examples, feeds["dense"],
-                                           feeds["categorical"], tmp_path / "c_api", stack)  # fmt: skip
+        runs, unavailable = session_timers(
+            _Network(), tmp_path / "parse", examples, feeds["dense"], feeds["categorical"], tmp_path / "c_api", stack
+        )
         assert unavailable is None
         assert sorted(runs) == ["converted_network_session", "savedmodel_signature_session", "tf_session_floor"]
         assert all(len(run.timer(10)(0.0, 2)) == 2 for run in runs.values())
@@ -121,8 +123,16 @@ def test_the_reference_signature_is_timed_beside_ours_and_both_are_profiled(tmp_
     outputs = examples_call(reference)(tf.constant(examples[:3]))["outputs"].numpy()
     np.testing.assert_allclose(outputs, 1 / (1 + np.exp(-np.arange(3.0))), rtol=1e-6)
     with contextlib.ExitStack() as stack:
-        runs, unavailable = session_timers(_Network(), tmp_path / "ours", examples, feeds["dense"],
-                                           feeds["categorical"], tmp_path / "c_api", stack, reference)  # fmt: skip
+        runs, unavailable = session_timers(
+            _Network(),
+            tmp_path / "ours",
+            examples,
+            feeds["dense"],
+            feeds["categorical"],
+            tmp_path / "c_api",
+            stack,
+            reference,
+        )
         assert unavailable is None and "reference_signature_session" in runs
         assert all(len(run.timer(batch)(0.0, 2)) == 2 for run in runs.values() for batch in (1, 10))
     profiles = signature_profiles({"ours": tmp_path / "ours", "reference": reference}, examples, 1, (1, 10))
@@ -137,8 +147,9 @@ def test_the_reference_signature_is_timed_beside_ours_and_both_are_profiled(tmp_
 def test_a_failing_run_is_reported_with_tensorflows_message(tmp_path, binary):
     saved = session_run.save_network(_Network(), session_run.input_specs(_tabular(1)), tmp_path / "network")
     bad_ids = np.full([4, 1], 99, np.int64)  # outside the 6-row table: the gather refuses it
-    with session_run.SessionRun(binary, saved, {"dense": np.ones([4, 3], np.float32), "categorical": bad_ids},
-                                tmp_path, 1) as run:  # fmt: skip
+    with session_run.SessionRun(
+        binary, saved, {"dense": np.ones([4, 3], np.float32), "categorical": bad_ids}, tmp_path, 1
+    ) as run:
         with pytest.raises(session_run.SessionRunUnavailable, match=r"TF_SessionRun: .*indices"):
             run.times(4, 0.0, 1)
 
@@ -152,8 +163,11 @@ class _TextNetwork(tf.Module):
 
 
 def _text_feeds(rows: int, length: int) -> dict[str, np.ndarray]:
-    return {"dense": np.zeros([rows, 0], np.float32), "categorical": np.zeros([rows, 1], np.int64),
-            "text_xf": np.ones([rows, length], np.int64)}  # fmt: skip
+    return {
+        "dense": np.zeros([rows, 0], np.float32),
+        "categorical": np.zeros([rows, 1], np.int64),
+        "text_xf": np.ones([rows, length], np.int64),
+    }
 
 
 def test_one_saved_graph_serves_token_ids_of_every_length_beside_an_empty_dense_input(tmp_path, binary):

@@ -61,9 +61,12 @@ def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
     # Each confirms its load with TF Serving (the ModelService TEST DOUBLE): without a server address the second
     # would refuse to start while the first one's label move waits for `promote --finish`.
     server = FakeModelServer(load_seconds=0.05).start()
-    procs = [context.Process(target=_promote_in_process,
-                             args=(db, str(target.serving_dir), str(m), r, barrier, server.address))
-             for m, r in zip(models, runs, strict=True)]  # fmt: skip
+    procs = [
+        context.Process(
+            target=_promote_in_process, args=(db, str(target.serving_dir), str(m), r, barrier, server.address)
+        )
+        for m, r in zip(models, runs, strict=True)
+    ]
     try:
         for proc in procs:
             proc.start()
@@ -84,8 +87,9 @@ def test_concurrency_two_promotions_at_once_stay_consistent(tmp_path):
 def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeypatch):
     """The copy into the serving directory fails half-way with ENOSPC (simulated at the copy call)."""
     target, experiment = _world(tmp_path)
-    first = promotion.Candidate(_saved_model(tmp_path / "m1", 1.0), None,
-                                target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
+    first = promotion.Candidate(
+        _saved_model(tmp_path / "m1", 1.0), None, target.registry.client.create_run(experiment).info.run_id, {}
+    )
     promotion.promote(first, target)
     promotion.finish(target)  # the label move a server-less promotion leaves pending
     before = _digest(target.serving_dir)
@@ -106,8 +110,9 @@ def test_fault_disk_full_during_push_leaves_no_partial_version(tmp_path, monkeyp
             return real_copytree(src, dst, copy_function=copy_until_full)
 
     monkeypatch.setattr(layout, "shutil", FullDisk())
-    second = promotion.Candidate(_saved_model(tmp_path / "m2", 2.0), None,
-                                 target.registry.client.create_run(experiment).info.run_id, {})  # fmt: skip
+    second = promotion.Candidate(
+        _saved_model(tmp_path / "m2", 2.0), None, target.registry.client.create_run(experiment).info.run_id, {}
+    )
     with pytest.raises(promotion.PromotionError) as err:
         promotion.promote(second, target)
     assert str(err.value) == (
@@ -221,8 +226,12 @@ def test_fault_the_agent_and_workers_die_with_a_sigkilled_launcher(tmp_path, tin
 def test_security_torch_load_is_weights_only_everywhere():
     """Every torch.load in the project passes weights_only=True (no pickle code execution)."""
     offenders = []
-    for path in [*PROJECT_ROOT.glob("components/**/*.py"), *PROJECT_ROOT.glob("pipeline/**/*.py"),
-                 *PROJECT_ROOT.glob("data/**/*.py"), *PROJECT_ROOT.glob("tests/**/*.py")]:  # fmt: skip
+    for path in [
+        *PROJECT_ROOT.glob("components/**/*.py"),
+        *PROJECT_ROOT.glob("pipeline/**/*.py"),
+        *PROJECT_ROOT.glob("data/**/*.py"),
+        *PROJECT_ROOT.glob("tests/**/*.py"),
+    ]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "load":
                 if getattr(node.func.value, "id", "") == "torch":
@@ -248,8 +257,16 @@ def _cli_world(tmp_path: Path):
         run_id = target.registry.client.create_run(experiment).info.run_id
         return promotion.Candidate(_saved_model(tmp_path / f"model-{value}", value), None, run_id, {})
 
-    cli = [sys.executable, "-m", "torchtfx.pipeline.cli.main", "promote", "--pipeline-root", str(root),
-           "--serving-dir", str(serving)]  # fmt: skip
+    cli = [
+        sys.executable,
+        "-m",
+        "torchtfx.pipeline.cli.main",
+        "promote",
+        "--pipeline-root",
+        str(root),
+        "--serving-dir",
+        str(serving),
+    ]
     return target, candidate, cli
 
 
@@ -260,8 +277,13 @@ def _cli_env() -> dict[str, str]:
 def _state(target: promotion.ServingTarget):
     """Serving folder, labels, journal and registry aliases: what must agree after every command."""
     previous = target.registry.serving_version(PREVIOUS)
-    return (layout.versions(target.serving_dir), model_config.read_state(target.serving_dir),
-            promotion.pending_label_move(target), target.registry.serving_version(CHAMPION), previous)  # fmt: skip
+    return (
+        layout.versions(target.serving_dir),
+        model_config.read_state(target.serving_dir),
+        promotion.pending_label_move(target),
+        target.registry.serving_version(CHAMPION),
+        previous,
+    )
 
 
 def test_fault_rollback_twice_with_two_versions_goes_to_1_then_refuses_and_changes_nothing(tmp_path):
@@ -330,8 +352,9 @@ def test_fault_promote_finish_while_a_promotion_holds_the_lock_waits_and_confirm
         while not _stopped(promoter.pid):
             assert promoter.is_alive() and time.time() < deadline, promoter.exitcode
             time.sleep(0.1)
-        finishing = subprocess.Popen([*cli, "--finish"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=_cli_env())  # fmt: skip
+        finishing = subprocess.Popen(
+            [*cli, "--finish"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env()
+        )
         waiting = finishing.stderr.readline()  # it says so once it blocks on the lock (before: its startup lines)
         while "Waiting for another promotion on" not in waiting:
             assert waiting, finishing.communicate()  # stderr closed: it ended without waiting

@@ -93,14 +93,16 @@ def test_embedded_feature_order_survives_the_json_round_trip():
     "patch, message",
     [
         ("label: {name: y, column: c, missing: zero}", "label.missing 'zero' is not one of refuse, negative"),
-        ("task: regression\nlabel: {name: y, column: c, missing: negative}",
-         "label.missing does not apply to a regression task"),
+        (
+            "task: regression\nlabel: {name: y, column: c, missing: negative}",
+            "label.missing does not apply to a regression task",
+        ),
         ("missing_values: [NA, NULL]", "missing_values: holds a null: YAML reads an unquoted null"),
         ("missing_values: [NA, -999]", "missing_values: holds -999, a number"),
         ("missing_values: ['0']", "missing_values: holds '0', a number"),
         ("missing_values: NA", "missing_values: must be a list of strings"),
     ],
-)  # fmt: skip
+)
 def test_missing_label_and_missing_value_settings_are_checked_by_name(tmp_path, taxi_cfg, patch, message):
     text = BASE.format(schema=taxi_cfg.schema_path)
     if patch.startswith(("label", "task")):

@@ -91,10 +91,17 @@ def test_own_gates_of_new_tasks_cannot_be_set_twice():
 
 
 _CHANGED = {
-    "auc_floor": 0.8, "max_auc_drop": 0.05, "calibration_band": (0.5, 1.5), "slice_max_auc_drop": {"payment_type": 0.1},
-    "accuracy_floor": 0.6, "macro_auc_floor": 0.8, "max_accuracy_drop": 0.02,
-    "mse_ceiling": 4.0, "squared_correlation_floor": 0.3, "max_mse_increase": 0.1,
-}  # fmt: skip
+    "auc_floor": 0.8,
+    "max_auc_drop": 0.05,
+    "calibration_band": (0.5, 1.5),
+    "slice_max_auc_drop": {"payment_type": 0.1},
+    "accuracy_floor": 0.6,
+    "macro_auc_floor": 0.8,
+    "max_accuracy_drop": 0.02,
+    "mse_ceiling": 4.0,
+    "squared_correlation_floor": 0.3,
+    "max_mse_increase": 0.1,
+}
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,23 @@ from torchtfx.data.config.task import TASKS
 def test_reported_metrics_keep_binary_s_order_and_list_classes_by_id():
     binary = ["example_count", "calibration", "recall", "precision", "binary_accuracy", "auc_precision_recall", "auc"]
     assert metrics.reported_labels(binary) == list(reversed(binary))  # as the console always printed them
-    multiclass = ["recall[class_id=10]", "recall[class_id=2]", "auc(micro)", "sparse_categorical_accuracy",
-                  "precision[class_id=0]", "auc(macro)", "example_count"]  # fmt: skip
+    multiclass = [
+        "recall[class_id=10]",
+        "recall[class_id=2]",
+        "auc(micro)",
+        "sparse_categorical_accuracy",
+        "precision[class_id=0]",
+        "auc(macro)",
+        "example_count",
+    ]
     assert metrics.reported_labels(multiclass) == [
-        "sparse_categorical_accuracy", "auc(macro)", "auc(micro)", "example_count",
-        "recall[class_id=2]", "recall[class_id=10]",
-    ]  # fmt: skip
+        "sparse_categorical_accuracy",
+        "auc(macro)",
+        "auc(micro)",
+        "example_count",
+        "recall[class_id=2]",
+        "recall[class_id=10]",
+    ]
     regression = ["mean_absolute_error", "root_mean_squared_error", "mean_squared_error", "weighted_example_count"]
     assert metrics.reported_labels(regression) == [
         "mean_squared_error",
@@ -36,9 +47,14 @@ def test_every_declared_name_is_unique_and_every_reported_label_names_a_declared
 
 @pytest.mark.parametrize(
     ("label", "lower", "unit"),
-    [("mean_squared_error", True, False), ("auc(macro)", False, True), ("recall[class_id=2]", False, True),
-     ("calibration", False, False), ("not_ours", False, False)],
-)  # fmt: skip
+    [
+        ("mean_squared_error", True, False),
+        ("auc(macro)", False, True),
+        ("recall[class_id=2]", False, True),
+        ("calibration", False, False),
+        ("not_ours", False, False),
+    ],
+)
 def test_a_label_is_judged_by_its_metric(label, lower, unit):
     assert (metrics.lower_is_better(label), metrics.in_unit_interval(label)) == (lower, unit)
 

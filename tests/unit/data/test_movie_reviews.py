@@ -30,8 +30,9 @@ def reviews():
 def test_every_row_passes_the_checks_and_decodes_to_its_text(reviews):
     cfg, path, rows = reviews
     assert check_csv_structure(path) == len(rows) - 1 == 33_530
-    checked = check_inputs([str(path)], load_schema_types(str(cfg.schema_path)), str(cfg.schema_path),
-                           missing_values=cfg.missing_values)  # fmt: skip
+    checked = check_inputs(
+        [str(path)], load_schema_types(str(cfg.schema_path)), str(cfg.schema_path), missing_values=cfg.missing_values
+    )
     assert checked.rows == 33_530 and not checked.bad and not checked.empty and checked.plan.unknown == ()
     quoted = [row for row in rows[1:] if '"' in row[0]]
     assert len(quoted) > 10_000  # embedded quotes, written doubled inside quoted fields

@@ -36,12 +36,17 @@ def test_a_relative_schema_path_names_the_shipped_file():
 
 @pytest.mark.parametrize(
     ("relative", "message"),
-    [("../../etc/passwd", "'schema' '../../etc/passwd' points outside the shipped schemas"),
-     ("schema/../../x.pbtxt", "points outside the shipped schemas"),
-     ("data/datasets/taxi.yaml", r"a relative path names a shipped schema, schema/<dataset>/schema.pbtxt \(shipped: "
-                                 r"loans, movie_reviews, taxi\); give an absolute path"),
-     ("schema", "a relative path names a shipped schema")],
-)  # fmt: skip
+    [
+        ("../../etc/passwd", "'schema' '../../etc/passwd' points outside the shipped schemas"),
+        ("schema/../../x.pbtxt", "points outside the shipped schemas"),
+        (
+            "data/datasets/taxi.yaml",
+            r"a relative path names a shipped schema, schema/<dataset>/schema.pbtxt \(shipped: "
+            r"loans, movie_reviews, taxi\); give an absolute path",
+        ),
+        ("schema", "a relative path names a shipped schema"),
+    ],
+)
 def test_a_relative_schema_path_outside_the_shipped_schemas_is_refused_with_the_fix(relative, message):
     with pytest.raises(ValueError, match=message):
         resources.shipped_schema(relative)
@@ -49,15 +54,21 @@ def test_a_relative_schema_path_outside_the_shipped_schemas_is_refused_with_the_
 
 def test_a_dataset_yaml_with_a_relative_path_that_is_no_shipped_schema_is_refused(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text((PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text().replace(
-        "schema: schema/taxi/schema.pbtxt", "schema: my/schema.pbtxt"))  # fmt: skip
+    path.write_text(
+        (PROJECT_ROOT / "data" / "datasets" / "taxi.yaml")
+        .read_text()
+        .replace("schema: schema/taxi/schema.pbtxt", "schema: my/schema.pbtxt")
+    )
     with pytest.raises(DatasetConfigError, match=r"'schema' 'my/schema\.pbtxt': a relative path names a shipped"):
         load_dataset_config(path)
 
 
 def test_an_unknown_dataset_name_lists_the_shipped_ones_and_the_alternative():
-    with pytest.raises(DatasetConfigError, match=r"'nope' is not shipped with torchtfx \(known datasets: loans, .*"
-                                                 r"taxi_tips\); give the path of a dataset YAML"):  # fmt: skip
+    with pytest.raises(
+        DatasetConfigError,
+        match=r"'nope' is not shipped with torchtfx \(known datasets: loans, .*"
+        r"taxi_tips\); give the path of a dataset YAML",
+    ):
         load_dataset_config("nope")
 
 
@@ -99,6 +110,8 @@ def test_setup_ships_the_schemas_and_dataset_yamls_and_lists_only_files_that_exi
             found = {p.relative_to(PROJECT_ROOT).as_posix() for p in folder.glob(pattern)}
             assert found, f"{package}: {pattern} matches no file in {folder}"
             shipped |= found
-    expected = {*(f"schema/{name}/schema.pbtxt" for name in resources.shipped_schemas()),
-                *(f"data/datasets/{name}.yaml" for name in SHIPPED_DATASETS)}  # fmt: skip
+    expected = {
+        *(f"schema/{name}/schema.pbtxt" for name in resources.shipped_schemas()),
+        *(f"data/datasets/{name}.yaml" for name in SHIPPED_DATASETS),
+    }
     assert shipped == expected

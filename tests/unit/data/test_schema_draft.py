@@ -32,9 +32,15 @@ def test_an_r_export_s_na_cells_are_missing_numbers_and_each_such_column_is_name
         schema = draft_schema(_penguins(tmp_path))
 
     assert _types(schema) == {
-        "species": "BYTES", "island": "BYTES", "bill_length_mm": "FLOAT", "bill_depth_mm": "FLOAT",
-        "flipper_length_mm": "INT", "body_mass_g": "INT", "sex": "BYTES", "year": "INT",
-    }  # fmt: skip
+        "species": "BYTES",
+        "island": "BYTES",
+        "bill_length_mm": "FLOAT",
+        "bill_depth_mm": "FLOAT",
+        "flipper_length_mm": "INT",
+        "body_mass_g": "INT",
+        "sex": "BYTES",
+        "year": "INT",
+    }
     features = {f.name: f for f in schema.feature}
     assert not features["body_mass_g"].HasField("shape")  # a missing value is possible: optional
     assert (features["body_mass_g"].int_domain.min, features["body_mass_g"].int_domain.max) == (2700, 6300)
@@ -78,5 +84,8 @@ def test_a_quoted_value_holding_a_line_break_drafts_a_schema(tmp_path):
     schema = draft_schema(tmp_path)
     assert _types(schema) == {"fare": "FLOAT", "company": "BYTES"}
     domains = {d.name: set(d.value) for d in schema.string_domain}
-    assert domains[next(f for f in schema.feature if f.name == "company").domain] == {"Flash\nCab 0", "Flash\nCab 1",
-                                                                                      "Blue"}  # fmt: skip
+    assert domains[next(f for f in schema.feature if f.name == "company").domain] == {
+        "Flash\nCab 0",
+        "Flash\nCab 1",
+        "Blue",
+    }

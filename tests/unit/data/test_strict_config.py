@@ -112,12 +112,16 @@ def test_every_family_raises_its_own_error_which_is_a_config_error():
         BatchingParams(max_batch_size=64),
         GateConfig(value_floors={"precision": 0.5}, slice_max_auc_drop={"payment_type": 0.05}),
         PyTorchJobSettings(
-            image="img:1", num_nodes=2, tolerations=({"key": "gpu", "operator": "Exists"},),
-            volumes=({"claim_name": "c", "mount_path": "/mnt"},), elastic_min_nodes=2, elastic_max_nodes=3,
+            image="img:1",
+            num_nodes=2,
+            tolerations=({"key": "gpu", "operator": "Exists"},),
+            volumes=({"claim_name": "c", "mount_path": "/mnt"},),
+            elastic_min_nodes=2,
+            elastic_max_nodes=3,
         ),
     ],
     ids=lambda c: type(c).__name__,
-)  # fmt: skip
+)
 def test_json_round_trip_is_plain_sorted_and_lossless(config):
     text = config.to_json()
     raw = json.loads(text)

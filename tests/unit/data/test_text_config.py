@@ -77,36 +77,75 @@ def test_text_features_survive_the_json_round_trip(tmp_path):
 @pytest.mark.parametrize(
     "text, more, message",
     [
-        ("{review: {max_length: 8, tokenizer: bpe}}", "",
-         "features.text.review.tokenizer: got 'bpe', which is not a tokenizer; use words or char_ngrams"),
-        ("{review: {max_length: 0}}", "",
-         "features.text.review.max_length: must be from 1 to 65,536 (how many tokens of each text the model reads"),
-        ("{review: {max_length: 1000000000}}", "",
-         "features.text.review.max_length: must be from 1 to 65,536 (how many tokens of each text the model reads"),
+        (
+            "{review: {max_length: 8, tokenizer: bpe}}",
+            "",
+            "features.text.review.tokenizer: got 'bpe', which is not a tokenizer; use words or char_ngrams",
+        ),
+        (
+            "{review: {max_length: 0}}",
+            "",
+            "features.text.review.max_length: must be from 1 to 65,536 (how many tokens of each text the model reads",
+        ),
+        (
+            "{review: {max_length: 1000000000}}",
+            "",
+            "features.text.review.max_length: must be from 1 to 65,536 (how many tokens of each text the model reads",
+        ),
         ("{review: {}}", "", "features.text.review.max_length: required key is missing"),
-        ("{review: {max_length: 8, tokenizer: char_ngrams, ngram_width: 7}}", "",
-         "features.text.review: ngram_width must be 2..6 characters, got 7"),
-        ("{review: {max_length: 8, tokenizer: char_ngrams, ngram_width: 1}}", "",
-         "ngram_width must be 2..6 characters, got 1"),
-        ("{review: {max_length: 8, ngram_width: 3}}", "",
-         "ngram_width applies to tokenizer char_ngrams only; remove it, or set tokenizer: char_ngrams"),
+        (
+            "{review: {max_length: 8, tokenizer: char_ngrams, ngram_width: 7}}",
+            "",
+            "features.text.review: ngram_width must be 2..6 characters, got 7",
+        ),
+        (
+            "{review: {max_length: 8, tokenizer: char_ngrams, ngram_width: 1}}",
+            "",
+            "ngram_width must be 2..6 characters, got 1",
+        ),
+        (
+            "{review: {max_length: 8, ngram_width: 3}}",
+            "",
+            "ngram_width applies to tokenizer char_ngrams only; remove it, or set tokenizer: char_ngrams",
+        ),
         ("{review: {max_length: 8, top_k: 0}}", "", "features.text.review.top_k: must be from 1 to 10,000,000"),
-        ("{review: {max_length: 8, top_k: 1000000000}}", "",
-         "features.text.review.top_k: must be from 1 to 10,000,000"),
-        ("{review: {max_length: 8, num_oov_buckets: -1}}", "",
-         "features.text.review.num_oov_buckets: must be from 0 to 1,000,000"),
-        ("{review: {max_length: 8, num_oov_buckets: 1000000000}}", "",
-         "features.text.review.num_oov_buckets: must be from 0 to 1,000,000"),
-        ("{review: {max_len: 8}}", "",
-         "unknown key features.text.review.max_len; allowed keys here: max_length, ngram_width, num_oov_buckets"),
-        ("{review: {max_length: 8}, kind: {max_length: 8}}", "",
-         "features listed more than once: kind (categorical and text); list each column under one kind"),
-        ("{review: {max_length: 8}, stars: {max_length: 8}}", "",
-         "label column 'stars' is also a feature (label leak)"),
-        ("{review: {max_length: 8}}", "slices: [[kind_length_bucket]]",
-         "slice ['kind_length_bucket'] names unknown features ['kind_length_bucket']"),
+        (
+            "{review: {max_length: 8, top_k: 1000000000}}",
+            "",
+            "features.text.review.top_k: must be from 1 to 10,000,000",
+        ),
+        (
+            "{review: {max_length: 8, num_oov_buckets: -1}}",
+            "",
+            "features.text.review.num_oov_buckets: must be from 0 to 1,000,000",
+        ),
+        (
+            "{review: {max_length: 8, num_oov_buckets: 1000000000}}",
+            "",
+            "features.text.review.num_oov_buckets: must be from 0 to 1,000,000",
+        ),
+        (
+            "{review: {max_len: 8}}",
+            "",
+            "unknown key features.text.review.max_len; allowed keys here: max_length, ngram_width, num_oov_buckets",
+        ),
+        (
+            "{review: {max_length: 8}, kind: {max_length: 8}}",
+            "",
+            "features listed more than once: kind (categorical and text); list each column under one kind",
+        ),
+        (
+            "{review: {max_length: 8}, stars: {max_length: 8}}",
+            "",
+            "label column 'stars' is also a feature (label leak)",
+        ),
+        (
+            "{review: {max_length: 8}}",
+            "slices: [[kind_length_bucket]]",
+            "slice ['kind_length_bucket'] names unknown features ['kind_length_bucket']",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_text_settings_get_messages_that_name_the_key_and_the_fix(tmp_path, text, more, message):
     with pytest.raises(DatasetConfigError, match=re.escape(message)):
         _config(tmp_path, more, text=text)
@@ -127,10 +166,13 @@ def test_a_text_vocabulary_may_not_share_a_categorical_vocabulary_file(tmp_path)
     [
         ("INT", "", "text feature 'review' has type INT in the curated schema; a text column needs BYTES"),
         ("BYTES", 'string_domain { value: "great" }', "text feature 'review' has a string domain in the curated"),
-        ("BYTES", "drift_comparator { infinity_norm { threshold: 0.2 } }",
-         "has a drift_comparator in the curated schema: L-infinity over whole texts, each one of a kind, stays"),
+        (
+            "BYTES",
+            "drift_comparator { infinity_norm { threshold: 0.2 } }",
+            "has a drift_comparator in the curated schema: L-infinity over whole texts, each one of a kind, stays",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_curated_schema_must_describe_a_text_column_as_free_text(tmp_path, review_type, review_extra, message):
     with pytest.raises(DatasetConfigError, match=re.escape(message)):
         _config(tmp_path, review_type=review_type, review_extra=review_extra)

@@ -50,8 +50,10 @@ MANIFESTS = _manifests()
 
 def test_the_manifests_with_pods_are_found():
     assert {name for name, _ in MANIFESTS} == {
-        "serving/tf-serving.yaml", "storage/shared-volume.yaml", "storage/shared-volume-chown.yaml"
-    }  # fmt: skip
+        "serving/tf-serving.yaml",
+        "storage/shared-volume.yaml",
+        "storage/shared-volume-chown.yaml",
+    }
 
 
 @pytest.mark.parametrize(("name", "doc"), MANIFESTS, ids=[f"{n}:{d['kind']}" for n, d in MANIFESTS])

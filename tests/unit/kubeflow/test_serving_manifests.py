@@ -31,12 +31,25 @@ MODEL_NAME = load_dataset_config(SETTINGS.dataset).name
 # Flags of tensorflow_model_server 2.16.1 this manifest may use (tensorflow_serving/model_servers/main.cc at
 # tag 2.16.1); the server exits at start on an unknown one.
 KNOWN_FLAGS = {
-    "port", "rest_api_port", "rest_api_num_threads", "rest_api_timeout_in_ms", "enable_batching",
-    "allow_version_labels_for_unavailable_models", "batching_parameters_file", "model_config_file",
-    "model_config_file_poll_wait_seconds", "file_system_poll_wait_seconds", "tensorflow_intra_op_parallelism",
-    "tensorflow_inter_op_parallelism", "grpc_max_threads", "enable_model_warmup", "monitoring_config_file",
-    "per_process_gpu_memory_fraction", "enable_grpc_healthcheck_service", "max_num_load_retries",
-}  # fmt: skip
+    "port",
+    "rest_api_port",
+    "rest_api_num_threads",
+    "rest_api_timeout_in_ms",
+    "enable_batching",
+    "allow_version_labels_for_unavailable_models",
+    "batching_parameters_file",
+    "model_config_file",
+    "model_config_file_poll_wait_seconds",
+    "file_system_poll_wait_seconds",
+    "tensorflow_intra_op_parallelism",
+    "tensorflow_inter_op_parallelism",
+    "grpc_max_threads",
+    "enable_model_warmup",
+    "monitoring_config_file",
+    "per_process_gpu_memory_fraction",
+    "enable_grpc_healthcheck_service",
+    "max_num_load_retries",
+}
 
 
 def _documents() -> dict[str, dict]:
@@ -82,14 +95,16 @@ def _message_class(file_name: str, messages: dict[str, list[tuple[str, int, str,
     (name, number, type, repeated) in a private pool, so a text proto is parsed as the server parses it."""
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
-    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package="tensorflow.serving", syntax="proto3",
-                                               dependency=["google/protobuf/wrappers.proto"])  # fmt: skip
+    proto = descriptor_pb2.FileDescriptorProto(
+        name=file_name, package="tensorflow.serving", syntax="proto3", dependency=["google/protobuf/wrappers.proto"]
+    )
     field = descriptor_pb2.FieldDescriptorProto
     for message_name, fields in messages.items():
         message = proto.message_type.add(name=message_name)
         for name, number, kind, repeated in fields:
-            entry = message.field.add(name=name, number=number,
-                                      label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL)  # fmt: skip
+            entry = message.field.add(
+                name=name, number=number, label=field.LABEL_REPEATED if repeated else field.LABEL_OPTIONAL
+            )
             if kind.startswith("."):
                 entry.type, entry.type_name = field.TYPE_MESSAGE, kind
             else:
@@ -100,22 +115,32 @@ def _message_class(file_name: str, messages: dict[str, list[tuple[str, int, str,
 
 
 # tensorflow_serving/config/monitoring_config.proto at tag 2.16.1.
-MONITORING = _message_class("tensorflow_serving/config/monitoring_config.proto", {
-    "PrometheusConfig": [("enable", 1, "TYPE_BOOL", False), ("path", 2, "TYPE_STRING", False)],
-    "MonitoringConfig": [("prometheus_config", 1, ".tensorflow.serving.PrometheusConfig", False)],
-})["MonitoringConfig"]  # fmt: skip
+MONITORING = _message_class(
+    "tensorflow_serving/config/monitoring_config.proto",
+    {
+        "PrometheusConfig": [("enable", 1, "TYPE_BOOL", False), ("path", 2, "TYPE_STRING", False)],
+        "MonitoringConfig": [("prometheus_config", 1, ".tensorflow.serving.PrometheusConfig", False)],
+    },
+)["MonitoringConfig"]
 # BatchingParameters of tensorflow_serving/servables/tensorflow/session_bundle_config.proto at tag 2.16.1 (all
 # of its fields, independently of batching.batching_message_class).
 _INT64, _STRING, _BOOL = ".google.protobuf.Int64Value", ".google.protobuf.StringValue", ".google.protobuf.BoolValue"
-BATCHING = _message_class("tensorflow_serving/servables/tensorflow/session_bundle_config.proto", {
-    "BatchingParameters": [
-        ("max_batch_size", 1, _INT64, False), ("batch_timeout_micros", 2, _INT64, False),
-        ("max_enqueued_batches", 3, _INT64, False), ("num_batch_threads", 4, _INT64, False),
-        ("thread_pool_name", 5, _STRING, False), ("allowed_batch_sizes", 6, "TYPE_INT64", True),
-        ("pad_variable_length_inputs", 7, "TYPE_BOOL", False), ("enable_large_batch_splitting", 8, _BOOL, False),
-        ("max_execution_batch_size", 9, _INT64, False),
-    ],
-})["BatchingParameters"]  # fmt: skip
+BATCHING = _message_class(
+    "tensorflow_serving/servables/tensorflow/session_bundle_config.proto",
+    {
+        "BatchingParameters": [
+            ("max_batch_size", 1, _INT64, False),
+            ("batch_timeout_micros", 2, _INT64, False),
+            ("max_enqueued_batches", 3, _INT64, False),
+            ("num_batch_threads", 4, _INT64, False),
+            ("thread_pool_name", 5, _STRING, False),
+            ("allowed_batch_sizes", 6, "TYPE_INT64", True),
+            ("pad_variable_length_inputs", 7, "TYPE_BOOL", False),
+            ("enable_large_batch_splitting", 8, _BOOL, False),
+            ("max_execution_batch_size", 9, _INT64, False),
+        ],
+    },
+)["BatchingParameters"]
 
 
 def _cpu(quantity) -> float:

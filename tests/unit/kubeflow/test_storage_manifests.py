@@ -30,8 +30,21 @@ CHOWN_POD = CHOWN_JOB["spec"]["template"]["spec"]
 LIMIT_RANGE = yaml.safe_load((STORAGE / "ephemeral-storage.yaml").read_text())
 # Pod Security Standards (kubernetes.io/docs/concepts/security/pod-security-standards): capabilities "baseline"
 # lets a container add, and the only one "restricted" does.
-BASELINE_CAPABILITIES = {"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
-                         "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"}  # fmt: skip
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+}
 
 
 def _setting(pod: dict, container: dict, key: str):

@@ -21,9 +21,10 @@ def _nested_if(depth: int) -> onnx.GraphProto:
     if depth == 0:
         return helper.make_graph([helper.make_node("Identity", ["x"], ["out0"])], "b0", [], [_value("out0", None)])
     leaf = helper.make_graph([helper.make_node("Identity", ["x"], [f"e{depth}"])], "e", [], [_value(f"e{depth}", None)])
-    nodes = [helper.make_node("Constant", [], [f"c{depth}"], value=numpy_helper.from_array(np.array(True))),
-             helper.make_node("If", [f"c{depth}"], [f"out{depth}"], then_branch=_nested_if(depth - 1),
-                              else_branch=leaf)]  # fmt: skip
+    nodes = [
+        helper.make_node("Constant", [], [f"c{depth}"], value=numpy_helper.from_array(np.array(True))),
+        helper.make_node("If", [f"c{depth}"], [f"out{depth}"], then_branch=_nested_if(depth - 1), else_branch=leaf),
+    ]
     return helper.make_graph(nodes, f"b{depth}", [], [_value(f"out{depth}", None)])
 
 

@@ -21,8 +21,12 @@ def test_the_suites_meet_the_targets_and_fail_only_for_known_reasons():
 def test_the_exclusions_are_the_stated_kinds_only():
     def model(elem_type: int, op: str = "Identity", domain: str = "") -> onnx.ModelProto:
         value = helper.make_tensor_value_info
-        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"], domain=domain)], "g",
-                                  [value("x", elem_type, [2])], [value("y", elem_type, [2])])  # fmt: skip
+        graph = helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"], domain=domain)],
+            "g",
+            [value("x", elem_type, [2])],
+            [value("y", elem_type, [2])],
+        )
         return helper.make_model(graph)
 
     assert conformance.exclusion("test_x", model(TensorProto.FLOAT)) is None

@@ -35,8 +35,16 @@ class TokenClassifier(nn.Module):
 def _export(path) -> None:
     args = (torch.zeros(2, 5, dtype=torch.long), torch.zeros(2, 4))
     axes = {"ids": {0: "batch", 1: "seq"}, "dense": {0: "batch"}, "probs": {0: "batch"}}
-    torch.onnx.export(TokenClassifier().eval(), args, str(path), input_names=["ids", "dense"],
-                      output_names=["probs"], dynamic_axes=axes, opset_version=17, dynamo=False)  # fmt: skip
+    torch.onnx.export(
+        TokenClassifier().eval(),
+        args,
+        str(path),
+        input_names=["ids", "dense"],
+        output_names=["probs"],
+        dynamic_axes=axes,
+        opset_version=17,
+        dynamo=False,
+    )
 
 
 def test_a_torch_export_converts_with_batch_and_sequence_dynamic(tmp_path):
@@ -53,16 +61,21 @@ def test_the_command_prints_the_parity_and_exits_zero(tmp_path):
     _export(tmp_path / "m.onnx")
     inputs = {"ids": np.ones((4, 9), np.int64), "dense": np.ones((4, 4), np.float32)}
     np.savez(tmp_path / "in.npz", **inputs)
-    result = CliRunner().invoke(convert_cmd, [str(tmp_path / "m.onnx"), str(tmp_path / "out"), "--inputs",
-                                              str(tmp_path / "in.npz")])  # fmt: skip
+    result = CliRunner().invoke(
+        convert_cmd, [str(tmp_path / "m.onnx"), str(tmp_path / "out"), "--inputs", str(tmp_path / "in.npz")]
+    )
     assert result.exit_code == 0, result.output
     assert "parity vs onnxruntime, probs: max |diff|" in result.output
 
 
 def test_a_model_outside_the_operator_set_exits_2_naming_the_op(tmp_path):
     node = helper.make_node("Frobnicate", ["x"], ["y"], domain="example.custom")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])])  # fmt: skip
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
+    )
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)]
     )

@@ -46,8 +46,10 @@ def _run(
 ) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / name)
-    splits = [example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=2),
-              example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]  # fmt: skip
+    splits = [
+        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=2),
+        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
+    ]
     exec_properties = {
         standard_component_specs.INPUT_BASE_KEY: str(data),
         standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(

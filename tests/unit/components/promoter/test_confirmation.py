@@ -52,8 +52,12 @@ def test_immediate_finishes_the_label_move_a_staged_run_left_then_promotes(tmp_p
 
 def test_immediate_is_refused_with_a_serving_address(tmp_path):
     with pytest.raises(LocalSettingsError, match=r"a serving address \(localhost:8500\) is given.*drop"):
-        LocalSettings(dataset=load_dataset_config("taxi"), pipeline_root=tmp_path, serving_address="localhost:8500",
-                      confirm_labels=IMMEDIATE)  # fmt: skip
+        LocalSettings(
+            dataset=load_dataset_config("taxi"),
+            pipeline_root=tmp_path,
+            serving_address="localhost:8500",
+            confirm_labels=IMMEDIATE,
+        )
     with pytest.raises(LocalSettingsError, match="confirm_labels"):
         LocalSettings(dataset=load_dataset_config("taxi"), pipeline_root=tmp_path, confirm_labels="later")
 

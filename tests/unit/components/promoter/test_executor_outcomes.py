@@ -43,13 +43,18 @@ def promoter(tmp_path, monkeypatch):
 
     def run(blessed: int) -> standard_artifacts.PushedModel:
         """One pipeline run's Promoter, on the same (cached) Model artifact; a new MLflow run each time."""
-        model.set_string_custom_property(contracts.MLFLOW_RUN_ID_PROPERTY,
-                                         registry.client.create_run(experiment).info.run_id)  # fmt: skip
+        model.set_string_custom_property(
+            contracts.MLFLOW_RUN_ID_PROPERTY, registry.client.create_run(experiment).info.run_id
+        )
         blessing = standard_artifacts.ModelBlessing()
         blessing.set_int_custom_property(contracts.BLESSED_PROPERTY, blessed)
         pushed = standard_artifacts.PushedModel()
-        inputs = {constants.MODEL_KEY: [model], constants.BLESSING_KEY: [blessing], constants.EVALUATION_KEY:
-                  [evaluation], constants.EXAMPLES_KEY: [standard_artifacts.Examples()]}  # fmt: skip
+        inputs = {
+            constants.MODEL_KEY: [model],
+            constants.BLESSING_KEY: [blessing],
+            constants.EVALUATION_KEY: [evaluation],
+            constants.EXAMPLES_KEY: [standard_artifacts.Examples()],
+        }
         executor.Executor().Do(inputs, {constants.PUSHED_MODEL_KEY: [pushed]}, dict(properties))
         return pushed
 

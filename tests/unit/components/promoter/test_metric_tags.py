@@ -10,16 +10,29 @@ from torchtfx.components.promoter.constants import CODE_VERSION_KEY
 from torchtfx.components.promoter.executor import _tags
 
 TAGS = {
-    "binary": {"metric.auc": "0.700000", "metric.auc_precision_recall": "0.500000",
-               "metric.binary_accuracy": "0.800000", "metric.calibration": "1.100000",
-               "metric.example_count": "100.000000"},
-    "multiclass": {"metric.sparse_categorical_accuracy": "0.800000", "metric.auc_macro": "0.900000",
-                   "metric.auc_micro": "0.930000", "metric.example_count": "105.000000",
-                   "metric.weighted_example_count": "100.000000"},
-    "regression": {"metric.mean_squared_error": "1.100000", "metric.root_mean_squared_error": "1.048809",
-                   "metric.mean_absolute_error": "0.700000", "metric.squared_pearson_correlation": "0.400000",
-                   "metric.example_count": "105.000000", "metric.weighted_example_count": "100.000000"},
-}  # fmt: skip
+    "binary": {
+        "metric.auc": "0.700000",
+        "metric.auc_precision_recall": "0.500000",
+        "metric.binary_accuracy": "0.800000",
+        "metric.calibration": "1.100000",
+        "metric.example_count": "100.000000",
+    },
+    "multiclass": {
+        "metric.sparse_categorical_accuracy": "0.800000",
+        "metric.auc_macro": "0.900000",
+        "metric.auc_micro": "0.930000",
+        "metric.example_count": "105.000000",
+        "metric.weighted_example_count": "100.000000",
+    },
+    "regression": {
+        "metric.mean_squared_error": "1.100000",
+        "metric.root_mean_squared_error": "1.048809",
+        "metric.mean_absolute_error": "0.700000",
+        "metric.squared_pearson_correlation": "0.400000",
+        "metric.example_count": "105.000000",
+        "metric.weighted_example_count": "100.000000",
+    },
+}
 
 
 @pytest.mark.parametrize("task", sorted(TAGS))

@@ -43,8 +43,7 @@ def server():
 
 def _target(tmp_path: Path, address: str | None = None, serving: str = "serving") -> promotion.ServingTarget:
     registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
-    return promotion.ServingTarget(tmp_path / serving, "test", registry, server_address=address,
-                                   load_timeout_s=5.0)  # fmt: skip
+    return promotion.ServingTarget(tmp_path / serving, "test", registry, server_address=address, load_timeout_s=5.0)
 
 
 def _candidate(tmp_path: Path, registry: Registry, value: float) -> promotion.Candidate:
@@ -78,11 +77,17 @@ def test_1_promote_finish_with_another_registry_or_root_changes_nothing_and_name
     serving, before = target.serving_dir, _digest(target.serving_dir)
     owner = f"registry sqlite:///{root.resolve() / 'mlflow' / 'mlflow.db'}, model torchtfx-taxi"
     wrong = [
-        ({"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'empty.db'}"}, ["--pipeline-root", str(root)],
-         f"sqlite:///{tmp_path / 'empty.db'}"),
-        ({}, ["--pipeline-root", str(other), "--serving-dir", str(serving)],
-         f"sqlite:///{other.resolve() / 'mlflow' / 'mlflow.db'}"),
-    ]  # fmt: skip
+        (
+            {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'empty.db'}"},
+            ["--pipeline-root", str(root)],
+            f"sqlite:///{tmp_path / 'empty.db'}",
+        ),
+        (
+            {},
+            ["--pipeline-root", str(other), "--serving-dir", str(serving)],
+            f"sqlite:///{other.resolve() / 'mlflow' / 'mlflow.db'}",
+        ),
+    ]
     for env, args, theirs in wrong:
         result = CliRunner().invoke(cli, ["promote", "--finish", *args], env=env)
         assert result.exit_code == 1, result.output
@@ -146,16 +151,20 @@ def _champion_model(tmp_path: Path, target: promotion.ServingTarget, name: str) 
         contracts.MLFLOW_TRACKING_URI_KEY: target.registry.tracking_uri,
     }
     output = champion_executor.Executor().Do(
-        {}, {champion_constants.CHAMPION_KEY: [artifact], champion_constants.STATISTICS_KEY: [statistics]},
+        {},
+        {champion_constants.CHAMPION_KEY: [artifact], champion_constants.STATISTICS_KEY: [statistics]},
         properties,
-    )  # fmt: skip
+    )
     return artifact if output.output_artifacts[champion_constants.CHAMPION_KEY].artifacts else None
 
 
 def _promoter_run(tmp_path: Path, target: promotion.ServingTarget, name: str, value: float, champion) -> None:
     """The Promoter's executor on run ``name``'s blessed candidate, with the champion its Evaluator compared with."""
-    model, evaluation, blessing = (standard_artifacts.Model(), standard_artifacts.ModelEvaluation(),
-                                   standard_artifacts.ModelBlessing())  # fmt: skip
+    model, evaluation, blessing = (
+        standard_artifacts.Model(),
+        standard_artifacts.ModelEvaluation(),
+        standard_artifacts.ModelBlessing(),
+    )
     model.uri = str(tmp_path / name / "model")
     run_id = _candidate(tmp_path, target.registry, value).mlflow_run_id  # the Trainer's MLflow run
     model.set_string_custom_property(contracts.MLFLOW_RUN_ID_PROPERTY, run_id)
@@ -163,9 +172,13 @@ def _promoter_run(tmp_path: Path, target: promotion.ServingTarget, name: str, va
     (tmp_path / name / "evaluation").mkdir()
     evaluation.uri = evaluations.binary(tmp_path / name / "evaluation", champion=False)
     blessing.set_int_custom_property(contracts.BLESSED_PROPERTY, 1)
-    inputs = {constants.MODEL_KEY: [model], constants.BLESSING_KEY: [blessing], constants.EVALUATION_KEY:
-              [evaluation], constants.EXAMPLES_KEY: [standard_artifacts.Examples()],
-              constants.CHAMPION_KEY: [champion] if champion is not None else []}  # fmt: skip
+    inputs = {
+        constants.MODEL_KEY: [model],
+        constants.BLESSING_KEY: [blessing],
+        constants.EVALUATION_KEY: [evaluation],
+        constants.EXAMPLES_KEY: [standard_artifacts.Examples()],
+        constants.CHAMPION_KEY: [champion] if champion is not None else [],
+    }
     properties = {
         contracts.SERVING_DIR_KEY: str(target.serving_dir),
         constants.SERVING_MODEL_NAME_KEY: target.model_name,
@@ -267,8 +280,9 @@ def test_5_hand_edits_to_models_config_survive_and_a_broken_file_stops_every_com
     config = model_config.read_models_config(target.serving_dir)
     ours = config.model_config_list.config[0]
     ours.model_version_policy.specific.versions.append(1)  # pinned by hand
-    other = config.model_config_list.config.add(name="other", base_path=str(tmp_path / "other"),
-                                                model_platform="tensorflow")  # fmt: skip
+    other = config.model_config_list.config.add(
+        name="other", base_path=str(tmp_path / "other"), model_platform="tensorflow"
+    )
     other.model_version_policy.specific.versions.append(1)
     path.write_text(text_format.MessageToString(config))
     assert server.reload_file(path) == (0, "")
@@ -286,9 +300,12 @@ def test_5_hand_edits_to_models_config_survive_and_a_broken_file_stops_every_com
     good = path.read_text()
     path.write_text(good.replace("model_config_list {", "model_config_list {{", 1))
     registered, before = _registry_versions(target.registry), _digest(target.serving_dir)
-    commands = (lambda: promotion.promote(_candidate(tmp_path, target.registry, 5.0), target),
-                lambda: promotion.rollback(target), lambda: promotion.finish(target),
-                lambda: resolve_champion(target.serving_dir, target.registry))  # fmt: skip
+    commands = (
+        lambda: promotion.promote(_candidate(tmp_path, target.registry, 5.0), target),
+        lambda: promotion.rollback(target),
+        lambda: promotion.finish(target),
+        lambda: resolve_champion(target.serving_dir, target.registry),
+    )
     for command in commands:
         with pytest.raises(ServingConfigError) as err:
             command()

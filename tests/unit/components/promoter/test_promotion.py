@@ -183,6 +183,8 @@ def test_bad_input_14_corrupt_champion_stops_with_a_clear_error(world):
     with pytest.raises(ChampionError) as err:
         resolve_champion(target.serving_dir, target.registry)
     message = str(err.value)
-    assert message.startswith(f"the champion (serving version 1, from the registry) at {target.serving_dir / '1'} "
-                              "is unreadable (saved_model.pb is not a SavedModel")  # fmt: skip
+    assert message.startswith(
+        f"the champion (serving version 1, from the registry) at {target.serving_dir / '1'} "
+        "is unreadable (saved_model.pb is not a SavedModel"
+    )
     assert "nothing was evaluated or promoted" in message and "torchtfx promote --version N" in message

@@ -33,8 +33,9 @@ def _candidates(tmp_path: Path, registry: Registry):
 
 def _target(tmp_path: Path, address: str | None, load_timeout_s: float = 30.0) -> promotion.ServingTarget:
     registry = Registry(f"sqlite:///{tmp_path / 'mlflow.db'}", "torchtfx-test")
-    return promotion.ServingTarget(tmp_path / "serving", "test", registry, server_address=address,
-                                   load_timeout_s=load_timeout_s)  # fmt: skip
+    return promotion.ServingTarget(
+        tmp_path / "serving", "test", registry, server_address=address, load_timeout_s=load_timeout_s
+    )
 
 
 def _refusals(server: FakeModelServer) -> list[str]:
@@ -88,9 +89,15 @@ def test_with_a_server_every_config_is_accepted_and_labels_move_only_onto_availa
     assert server.label_moves and all(state == State.AVAILABLE for _label, _v, state in server.label_moves)
     # canary is chosen with stable (never the newest folder on disk): the rollback takes both off version 2.
     assert [(label, v) for label, v, _ in server.label_moves] == [
-        ("canary", 1), ("stable", 1), ("canary", 2), ("stable", 2), ("canary", 1), ("stable", 1), ("canary", 2),
+        ("canary", 1),
+        ("stable", 1),
+        ("canary", 2),
         ("stable", 2),
-    ]  # fmt: skip
+        ("canary", 1),
+        ("stable", 1),
+        ("canary", 2),
+        ("stable", 2),
+    ]
     assert model_config.read_state(target.serving_dir) == ServedState(frozenset({1, 2}), {"stable": 2, "canary": 2})
     assert promotion.pending_label_move(target) is None
 

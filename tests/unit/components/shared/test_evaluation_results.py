@@ -70,9 +70,12 @@ def test_failed_value_and_change_gates_name_metric_slice_values_and_threshold(tm
             _value(OVERALL, "calibration", 1.8355),
             _value(PAYMENT_CASH, "auc", 0.61),
         ],
-        [(OVERALL, _failure("auc", floor)), (OVERALL, _failure("calibration", band)),
-         (OVERALL, _failure("auc", drop, is_diff=True))],
-    )  # fmt: skip
+        [
+            (OVERALL, _failure("auc", floor)),
+            (OVERALL, _failure("calibration", band)),
+            (OVERALL, _failure("auc", drop, is_diff=True)),
+        ],
+    )
     failures = evaluation_results.gate_failures(uri)
     assert [(f.metric, f.slice, f.is_change, f.threshold) for f in failures] == [
         ("auc", "Overall", False, ">= 0.75"),
@@ -89,10 +92,14 @@ def test_failed_value_and_change_gates_name_metric_slice_values_and_threshold(tm
 def test_slices_are_named_and_values_keyed_by_slice_model_and_diff(tmp_path):
     uri = _write_evaluation(
         tmp_path,
-        [_value(PAYMENT_CASH, "auc", 0.61), _value(OVERALL, "auc", 0.93), _value(OVERALL, "auc", 0.95, "baseline"),
-         _value(OVERALL, "auc", -0.02, is_diff=True)],
+        [
+            _value(PAYMENT_CASH, "auc", 0.61),
+            _value(OVERALL, "auc", 0.93),
+            _value(OVERALL, "auc", 0.95, "baseline"),
+            _value(OVERALL, "auc", -0.02, is_diff=True),
+        ],
         [],
-    )  # fmt: skip
+    )
     values = evaluation_results.metric_values(uri)
     assert values[("payment_type=Cash", "auc", "candidate", False)] == 0.61
     assert values[("Overall", "auc", "candidate", False)] == 0.93
@@ -119,10 +126,14 @@ def test_per_class_and_averaged_metrics_keep_their_own_values_and_a_relative_mse
     macro_failure = _failure("auc", floor)
     macro_failure.metric_key.aggregation_type.macro_average = True
     values = [
-        keyed("recall", 0.9, class_id=0), keyed("recall", 0.2, class_id=2),
-        keyed("auc", 0.65, macro=True), keyed("auc", 0.8, model="baseline", macro=True), keyed("auc", 0.99, class_id=1),
-        keyed("mean_squared_error", 1.30), keyed("mean_squared_error", 1.00, model="baseline"),
-    ]  # fmt: skip
+        keyed("recall", 0.9, class_id=0),
+        keyed("recall", 0.2, class_id=2),
+        keyed("auc", 0.65, macro=True),
+        keyed("auc", 0.8, model="baseline", macro=True),
+        keyed("auc", 0.99, class_id=1),
+        keyed("mean_squared_error", 1.30),
+        keyed("mean_squared_error", 1.00, model="baseline"),
+    ]
     uri = _write_evaluation(
         tmp_path, values, [(OVERALL, macro_failure), (OVERALL, _failure("mean_squared_error", worse, True))]
     )

@@ -43,9 +43,17 @@ def test_two_process_ddp_trains_a_routed_text_model_and_exports_it_with_both_axe
     )
     model = ModelConfig(factory="text_moe", hparams={"d_model": 16, "n_heads": 2, "d_ffn": 32, "n_layers": 1})
     hp = TrainerHParams(epochs=4, batch_size=64, num_workers=2, use_gpu=False, model=model)
-    job = TrainJob(data_dir=str(tmp_path / "data"), model_dir=str(tmp_path / "model"), run_dir=str(tmp_path / "run"),
-                   layout=layout, hparams=hp, mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
-                   mlflow_experiment="test-ddp-text", mlflow_run_name="ddp-text", mlflow_tags={})  # fmt: skip
+    job = TrainJob(
+        data_dir=str(tmp_path / "data"),
+        model_dir=str(tmp_path / "model"),
+        run_dir=str(tmp_path / "run"),
+        layout=layout,
+        hparams=hp,
+        mlflow_tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        mlflow_experiment="test-ddp-text",
+        mlflow_run_name="ddp-text",
+        mlflow_tags={},
+    )
     launch(job, tmp_path / "job.json", tmp_path / "train.log")
     result = TrainResult.load(tmp_path / "run" / contracts.RESULT_FILE)
     assert result.world_size == 2 and result.eval_auc > 0.8, result

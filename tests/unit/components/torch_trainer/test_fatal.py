@@ -150,8 +150,13 @@ def test_a_full_disk_at_the_checkpoint_stops_the_restarts(tmp_path, tiny_taxi, m
     """The worker's entry point, as torchrun starts it (rank 0 of 1): the error is recorded in the marker that
     stops the restarted workers, and the partial checkpoint is gone."""
     job = helpers.tiny_train_job(tmp_path, tiny_taxi, num_workers=1)
-    for name, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-                        "MASTER_PORT": str(_free_port())}.items():  # fmt: skip
+    for name, value in {
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+    }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(torch, "save", _full_disk_save)
     with pytest.raises(checkpoint.CheckpointDiskFullError):

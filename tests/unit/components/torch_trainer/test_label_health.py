@@ -73,11 +73,23 @@ def _artifact(cls, uri, splits=None):
 
 
 def _outcome(metrics: dict[str, float], refused: dict[str, int] | None = None) -> flow.TrainOutcome:
-    result = TrainResult(best_epoch=1, epochs_run=1, eval_loss=0.5, eval_metrics=metrics, train_examples=10,
-                         eval_examples=5, world_size=2, device="cpu", seconds=1.0, examples_per_second=10.0,
-                         onnx_max_abs_diff=0.0, mlflow_run_id=None)  # fmt: skip
-    return flow.TrainOutcome(result, ParityReport(1e-7, 1e-8, 5, 1e-5), None, {}, "translator; repairs: none",
-                             refused=refused or {})  # fmt: skip
+    result = TrainResult(
+        best_epoch=1,
+        epochs_run=1,
+        eval_loss=0.5,
+        eval_metrics=metrics,
+        train_examples=10,
+        eval_examples=5,
+        world_size=2,
+        device="cpu",
+        seconds=1.0,
+        examples_per_second=10.0,
+        onnx_max_abs_diff=0.0,
+        mlflow_run_id=None,
+    )
+    return flow.TrainOutcome(
+        result, ParityReport(1e-7, 1e-8, 5, 1e-5), None, {}, "translator; repairs: none", refused=refused or {}
+    )
 
 
 def _published(tmp_path, monkeypatch, outcome: flow.TrainOutcome) -> metadata_store_pb2.Artifact:

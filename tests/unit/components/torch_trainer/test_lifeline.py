@@ -89,10 +89,31 @@ def test_the_launch_command_puts_the_agent_behind_a_lifeline_and_names_the_fatal
     from torchtfx.components.torch_trainer.handoff.job import TrainJob
     from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 
-    job = TrainJob(str(tmp_path / "data"), str(tmp_path / "model"), str(tmp_path / "run"),
-                   FeatureLayout(("a",), (), (), "y"), TrainerHParams(num_workers=2), "", "e", "r", {})  # fmt: skip
+    job = TrainJob(
+        str(tmp_path / "data"),
+        str(tmp_path / "model"),
+        str(tmp_path / "run"),
+        FeatureLayout(("a",), (), (), "y"),
+        TrainerHParams(num_workers=2),
+        "",
+        "e",
+        "r",
+        {},
+    )
     command = agent_command(tmp_path / "job.json", job)
     marker = str(tmp_path / "run" / FATAL_FILE)
-    assert command == [sys.executable, "-m", lifeline.MODULE, sys.executable, "-u", "-m", AGENT_MODULE,
-                       "--nproc-per-node=2", f"--max-restarts={TrainerHParams().max_restarts}",
-                       "--fatal-marker", marker, "--job", str(tmp_path / "job.json")]  # fmt: skip
+    assert command == [
+        sys.executable,
+        "-m",
+        lifeline.MODULE,
+        sys.executable,
+        "-u",
+        "-m",
+        AGENT_MODULE,
+        "--nproc-per-node=2",
+        f"--max-restarts={TrainerHParams().max_restarts}",
+        "--fatal-marker",
+        marker,
+        "--job",
+        str(tmp_path / "job.json"),
+    ]

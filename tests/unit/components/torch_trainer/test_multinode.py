@@ -80,8 +80,10 @@ class LocalOperator:
             replicas, message, kind = {k: {"succeeded": 1} for k, _ in codes}, "completed", "Succeeded"
         else:
             replicas, message, kind = {k: {"active": 1} for k, _ in codes}, "running", "Running"
-        return {"conditions": [{"type": kind, "status": "True", "reason": f"PyTorchJob{kind}", "message": message}],
-                "replicaStatuses": replicas}  # fmt: skip
+        return {
+            "conditions": [{"type": kind, "status": "True", "reason": f"PyTorchJob{kind}", "message": message}],
+            "replicaStatuses": replicas,
+        }
 
     def handle(self, method: str, url: str, body: bytes, headers: dict) -> tuple[int, dict]:
         path = urllib.parse.urlsplit(url).path
@@ -111,9 +113,15 @@ def operator(tmp_path):
 
 
 def _settings(tmp_path: Path) -> PyTorchJobSettings:
-    return PyTorchJobSettings(image="localhost/torchtfx:test", num_nodes=2, nproc_per_node=1, cpu="1",
-                              volumes=({"claim_name": "shared", "mount_path": str(tmp_path / "shared")},),
-                              poll_seconds=0.5, timeout_seconds=600)  # fmt: skip
+    return PyTorchJobSettings(
+        image="localhost/torchtfx:test",
+        num_nodes=2,
+        nproc_per_node=1,
+        cpu="1",
+        volumes=({"claim_name": "shared", "mount_path": str(tmp_path / "shared")},),
+        poll_seconds=0.5,
+        timeout_seconds=600,
+    )
 
 
 def test_two_node_pytorchjob_trains_and_brings_outputs_back(tmp_path, tiny_taxi, operator):

@@ -21,11 +21,20 @@ from torchtfx.data.config.serving_precision import DriftLimits, ServingConfig
 
 def _request(tiny, root, precision: str) -> flow.TrainRequest:
     return flow.TrainRequest(
-        dataset=tiny.cfg, hparams=TrainerHParams(serving=ServingConfig(precision=precision)),
-        split_uris={"eval": str(tiny.examples_dir)}, transform_graph_uri="", model_uri=str(root),
-        serving_dir=str(root / "Format-Serving"), run_uri=str(root / "run"), work_dir=str(root / "work"),
-        mlflow_tracking_uri="", mlflow_experiment="", mlflow_run_name="", mlflow_tags={}, parity_tolerance=1e-5,
-    )  # fmt: skip
+        dataset=tiny.cfg,
+        hparams=TrainerHParams(serving=ServingConfig(precision=precision)),
+        split_uris={"eval": str(tiny.examples_dir)},
+        transform_graph_uri="",
+        model_uri=str(root),
+        serving_dir=str(root / "Format-Serving"),
+        run_uri=str(root / "run"),
+        work_dir=str(root / "work"),
+        mlflow_tracking_uri="",
+        mlflow_experiment="",
+        mlflow_run_name="",
+        mlflow_tags={},
+        parity_tolerance=1e-5,
+    )
 
 
 def _fp32_model(tiny, model: nn.Module, root):
@@ -50,8 +59,13 @@ def test_the_default_model_s_fp16_variant_is_measured_on_every_eval_row_and_serv
     fp32 = tf.saved_model.load(str(tmp_path / "Format-Serving"))
     before = helpers.tree_digest(tmp_path / "Format-Serving")
 
-    outcome = flow.reduced_precision(_request(tiny_taxi, tmp_path, "fp16"), tiny_taxi.tft_output, tiny_taxi.layout,
-                                     export_dir, _arrays(tiny_taxi, tmp_path))  # fmt: skip
+    outcome = flow.reduced_precision(
+        _request(tiny_taxi, tmp_path, "fp16"),
+        tiny_taxi.tft_output,
+        tiny_taxi.layout,
+        export_dir,
+        _arrays(tiny_taxi, tmp_path),
+    )
 
     drift = outcome.drift
     print("default mlp fp16:", drift.summary())
@@ -73,8 +87,13 @@ def test_a_precision_sensitive_model_is_refused_with_its_flip_count_and_fp32_sta
     export_dir = _fp32_model(tiny_taxi, NearlyCancelling(tiny_taxi.layout.model_spec()), tmp_path)
     before = helpers.tree_digest(tmp_path / "Format-Serving")
 
-    outcome = flow.reduced_precision(_request(tiny_taxi, tmp_path, "fp16"), tiny_taxi.tft_output, tiny_taxi.layout,
-                                     export_dir, _arrays(tiny_taxi, tmp_path))  # fmt: skip
+    outcome = flow.reduced_precision(
+        _request(tiny_taxi, tmp_path, "fp16"),
+        tiny_taxi.tft_output,
+        tiny_taxi.layout,
+        export_dir,
+        _arrays(tiny_taxi, tmp_path),
+    )
 
     print(outcome.reason)
     assert outcome.served == "fp32" and not outcome.drift.passed
@@ -86,8 +105,9 @@ def test_a_precision_sensitive_model_is_refused_with_its_flip_count_and_fp32_sta
 
 
 def test_fp32_asks_for_nothing(tiny_taxi, tmp_path):
-    outcome = flow.reduced_precision(_request(tiny_taxi, tmp_path, "fp32"), tiny_taxi.tft_output, tiny_taxi.layout,
-                                     tmp_path, tmp_path / "arrays")  # fmt: skip
+    outcome = flow.reduced_precision(
+        _request(tiny_taxi, tmp_path, "fp32"), tiny_taxi.tft_output, tiny_taxi.layout, tmp_path, tmp_path / "arrays"
+    )
     assert outcome == flow.FP32 and not (tmp_path / "work").exists()
 
 
@@ -95,11 +115,15 @@ def test_fp32_asks_for_nothing(tiny_taxi, tmp_path):
     ("task", "reference", "variant", "violation"),
     [
         ("binary", [0.49, 0.7, 0.2, 0.9], [0.51, 0.7, 0.2, 0.9], "1 of 4 decisions flip at p >= 0.5 (25.00%"),
-        ("multiclass", [[0.5, 0.4, 0.1], [0.2, 0.7, 0.1]], [[0.4, 0.5, 0.1], [0.2, 0.7, 0.1]],
-         "1 of 2 rows change their top class"),
+        (
+            "multiclass",
+            [[0.5, 0.4, 0.1], [0.2, 0.7, 0.1]],
+            [[0.4, 0.5, 0.1], [0.2, 0.7, 0.1]],
+            "1 of 2 rows change their top class",
+        ),
         ("regression", [10.0, 1.0, 0.0, 5.0], [10.0, 1.2, 0.0, 5.0], "max relative error 0.05"),
     ],
-)  # fmt: skip
+)
 def test_drift_figures_per_task_name_the_exceeded_limit(task, reference, variant, violation):
     report = drift_figures(np.array(reference), np.array(variant), task, DriftLimits(), "float16 network (CPU)")
     assert not report.passed and any(violation in v for v in report.violations), report.violations

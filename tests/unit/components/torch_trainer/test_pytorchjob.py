@@ -68,9 +68,11 @@ def _assert_pod_template(template: dict) -> None:
     (container,) = spec["containers"]
     assert container["name"] == "pytorch"
     assert container["securityContext"] == {
-        "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
         "seccompProfile": {"type": "RuntimeDefault"},
-    }  # fmt: skip
+    }
     assert spec["imagePullSecrets"] == [{"name": "registry-pull"}]
     assert container["command"][:3] == ["python", "-m", "torch.distributed.run"]
     assert container["resources"]["limits"] == {"cpu": "16", "memory": "16Gi", "nvidia.com/gpu": "4"}
@@ -137,11 +139,18 @@ def test_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
     assert job_settings.PyTorchJobSettings(image="img:1", num_nodes=2).namespace is None
     assert manifest(namespace=None)["metadata"]["namespace"] == "default"
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
-        "contexts": [{"name": "lab", "context": {"cluster": "c", "user": "u", "namespace": "team-b"}}],
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}], "users": [{"name": "u", "user": {}}],
-    }))  # fmt: skip
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "lab",
+                "contexts": [{"name": "lab", "context": {"cluster": "c", "user": "u", "namespace": "team-b"}}],
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {}}],
+            }
+        )
+    )
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     assert manifest(namespace=None)["metadata"]["namespace"] == "team-b"
     namespace_file.parent.mkdir()
@@ -162,10 +171,21 @@ def test_job_name_is_a_short_dns_label():
 def test_worker_command_matches_the_local_entry_point():
     """Real worker_command (nothing simulated)."""
     assert manifests.worker_command("/mnt/job.json", 3, "/mnt/run/fatal_error.txt") == [
-        "python", "-m", "torch.distributed.run", "--max-restarts=3",
-        "-m", "torchtfx.components.torch_trainer.cluster.lifeline", "--unless-exists", "/mnt/run/fatal_error.txt",
-        "python", "-u", "-m", "torchtfx.components.torch_trainer.worker.train", "--job", "/mnt/job.json",
-    ]  # fmt: skip
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--max-restarts=3",
+        "-m",
+        "torchtfx.components.torch_trainer.cluster.lifeline",
+        "--unless-exists",
+        "/mnt/run/fatal_error.txt",
+        "python",
+        "-u",
+        "-m",
+        "torchtfx.components.torch_trainer.worker.train",
+        "--job",
+        "/mnt/job.json",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -236,8 +256,15 @@ class FakeKubernetes:
     def handle(self, method: str, url: str, body: bytes, headers: dict) -> tuple[int, str | dict]:
         parsed = urllib.parse.urlsplit(url)
         query = dict(urllib.parse.parse_qsl(parsed.query))
-        self.requests.append({"method": method, "path": parsed.path, "query": query, "headers": headers,
-                              "body": json.loads(body) if body else None})  # fmt: skip
+        self.requests.append(
+            {
+                "method": method,
+                "path": parsed.path,
+                "query": query,
+                "headers": headers,
+                "body": json.loads(body) if body else None,
+            }
+        )
         job = re.fullmatch(r"/apis/kubeflow\.org/v1/namespaces/([^/]+)/pytorchjobs(?:/([^/]+))?", parsed.path)
         pods = re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)/log)?", parsed.path)
         if job and method == "POST":
@@ -306,22 +333,40 @@ def worker_pod(exit_code: int) -> dict:
     """A Worker pod whose training container crashed and is restarting (restartPolicy OnFailure)."""
     return {
         "metadata": {"name": f"{NAME}-worker-0", "labels": {runners.JOB_LABEL: NAME, runners.REPLICA_LABEL: "worker"}},
-        "status": {"phase": "Running", "containerStatuses": [{
-            "name": "pytorch", "image": "img", "imageID": "", "ready": False, "restartCount": 3,
-            "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-            "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
-        }]},
-    }  # fmt: skip
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "pytorch",
+                    "image": "img",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 3,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": exit_code, "reason": "Error"}},
+                }
+            ],
+        },
+    }
 
 
 def master_pod() -> dict:
     return {
         "metadata": {"name": f"{NAME}-master-0", "labels": {runners.JOB_LABEL: NAME, runners.REPLICA_LABEL: "master"}},
-        "status": {"phase": "Running", "containerStatuses": [{
-            "name": "pytorch", "image": "img", "imageID": "", "ready": True, "restartCount": 0,
-            "state": {"running": {}},
-        }]},
-    }  # fmt: skip
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": "pytorch",
+                    "image": "img",
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {}},
+                }
+            ],
+        },
+    }
 
 
 # ---------------------------------------------------------------- runner
@@ -380,8 +425,9 @@ def test_failure_still_raises_when_pods_cannot_be_listed(fake, runner, caplog):
     fake.pod_list_code = 403
     with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(runners.PyTorchJobFailedError, match="backoff"):
         run.run(manifest(), timeout_seconds=600, poll_seconds=10)
-    assert any("Could not read the failed pods' logs" in r.getMessage() and "403" in r.getMessage()
-               for r in caplog.records)  # fmt: skip
+    assert any(
+        "Could not read the failed pods' logs" in r.getMessage() and "403" in r.getMessage() for r in caplog.records
+    )
     assert fake.jobs == {}
 
 
@@ -453,11 +499,13 @@ def test_load_apis_without_credentials_is_a_clear_error(monkeypatch, tmp_path):
 def test_load_apis_uses_the_kubeconfig_token(fake, monkeypatch, tmp_path):
     """Real kubeconfig file pointing at the fake API server: the token comes from the file, not from parameters."""
     kubeconfig = {
-        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "fake",
         "clusters": [{"name": "fake", "cluster": {"server": fake.url}}],
         "users": [{"name": "u", "user": {"token": "file-token"}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
-    }  # fmt: skip
+    }
     (tmp_path / "config").write_text(json.dumps(kubeconfig))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))

@@ -21,8 +21,10 @@ from torchtfx.components.torch_trainer.cluster import discovery, job_runner
 from torchtfx.components.torch_trainer.cluster import trainjob_manifest as tj_manifest
 
 RBAC = Path(__file__).resolve().parents[4] / "kubeflow" / "rbac" / "torchtfx-trainer.yaml"
-_RESOURCE = re.compile(r"/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?"
-                       r"(?:/(?P<sub>[^/]+))?")  # fmt: skip
+_RESOURCE = re.compile(
+    r"/(?:api/v1|apis/(?P<group>[^/]+)/[^/]+)/namespaces/[^/]+/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?"
+    r"(?:/(?P<sub>[^/]+))?"
+)
 _DISCOVERY = re.compile(r"/apis/[^/]+/[^/]+|/openapi/v3/apis/[^/]+/[^/]+")
 _VERBS = {"POST": "create", "DELETE": "delete", "PATCH": "patch", "PUT": "update"}
 
@@ -42,8 +44,9 @@ def trainjob_requests(tmp_path: Path) -> list[tuple[str, str]]:
     state = LocalTrainer(tmp_path, served=("trainjobs", "pytorchjobs"))
     with http_server(state.handle) as url:
         api = client.ApiClient(client.Configuration(host=url))
-        runner = discovery.select_runner(pj.settings(image_pull_secrets=()), client.CustomObjectsApi(api),
-                                         client.CoreV1Api(api))  # fmt: skip
+        runner = discovery.select_runner(
+            pj.settings(image_pull_secrets=()), client.CustomObjectsApi(api), client.CoreV1Api(api)
+        )
         manifest = runner.build_manifest(pj.settings(), "rbac-check", [sys.executable, "-c", "raise SystemExit(2)"], {})
         try:
             runner.run(manifest, 60, 0.05)
@@ -82,8 +85,9 @@ def granted() -> set[tuple[str, str, str]]:
         {"kind": "ServiceAccount", "name": "default-editor", "namespace": "PROFILE_NAMESPACE"}
     ]
     assert "namespace" not in role["metadata"]  # set by `kubectl apply -n`
-    return {(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-            for v in rule["verbs"]}  # fmt: skip
+    return {
+        (g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]
+    }
 
 
 def test_role_grants_exactly_what_the_runners_call(tmp_path):

@@ -55,9 +55,13 @@ def test_the_export_drops_the_aux_loss():
 
 @pytest.mark.parametrize(
     ("output", "aux"),
-    [((torch.zeros(3), torch.tensor(2.0)), 2.0), ((torch.zeros(3), [torch.tensor(1.0), torch.tensor([2.0])]), 3.0),
-     ((torch.zeros(3), {"balance": torch.tensor(0.5)}), 0.5), (torch.zeros(3), None)],
-)  # fmt: skip
+    [
+        ((torch.zeros(3), torch.tensor(2.0)), 2.0),
+        ((torch.zeros(3), [torch.tensor(1.0), torch.tensor([2.0])]), 3.0),
+        ((torch.zeros(3), {"balance": torch.tensor(0.5)}), 0.5),
+        (torch.zeros(3), None),
+    ],
+)
 def test_split_output_accepts_scores_or_scores_and_aux_losses(output, aux):
     scores, got = split_output(output)
     assert scores.shape == (3,)

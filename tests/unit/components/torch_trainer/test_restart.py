@@ -31,8 +31,17 @@ def _trainer(job, ctx: DistContext, tracker: MlflowRun | None = None) -> Trainer
     train_split, eval_split, model = load_train_objs(job, ctx)
     checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    return Trainer(model, train_split, eval_split, make_optimizer(model, job.hparams), ctx, job.hparams, checkpoint,
-                   tracker, job.layout.model_spec())  # fmt: skip
+    return Trainer(
+        model,
+        train_split,
+        eval_split,
+        make_optimizer(model, job.hparams),
+        ctx,
+        job.hparams,
+        checkpoint,
+        tracker,
+        job.layout.model_spec(),
+    )
 
 
 def test_a_worker_restarted_after_early_stopping_trains_no_more_epochs(tmp_path, tiny_taxi, one_rank):

@@ -21,11 +21,21 @@ from torchtfx.components.torch_trainer.run_logs import RunLogs, default_log_root
 
 def _request(tmp_path: Path, job, log_dir: str) -> flow.TrainRequest:
     return flow.TrainRequest(
-        dataset=None, hparams=job.hparams, split_uris={"eval": ""}, transform_graph_uri="",
-        model_uri=str(tmp_path / "model"), serving_dir="", run_uri=job.run_dir, work_dir=str(tmp_path / "work"),
-        mlflow_tracking_uri="", mlflow_experiment="", mlflow_run_name="", mlflow_tags={}, parity_tolerance=1e-5,
+        dataset=None,
+        hparams=job.hparams,
+        split_uris={"eval": ""},
+        transform_graph_uri="",
+        model_uri=str(tmp_path / "model"),
+        serving_dir="",
+        run_uri=job.run_dir,
+        work_dir=str(tmp_path / "work"),
+        mlflow_tracking_uri="",
+        mlflow_experiment="",
+        mlflow_run_name="",
+        mlflow_tags={},
+        parity_tolerance=1e-5,
         log_dir=log_dir,
-    )  # fmt: skip
+    )
 
 
 def test_a_failed_training_names_a_log_that_still_exists_with_the_last_checkpoint(tmp_path, tiny_taxi, monkeypatch):

@@ -55,8 +55,9 @@ def server_uri(tmp_path_factory):
     """``http://alice:<SECRET>@127.0.0.1:<port>``: a real MLflow tracking server that answers only that user."""
     root = tmp_path_factory.mktemp("mlflow_server")
     args = [f"sqlite:///{root / 'server.db'}", str(root / "artifacts"), f"{USER}:{SECRET}"]
-    server = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_SERVER), *args], stdout=subprocess.PIPE,
-                              text=True)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(_SERVER), *args], stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(server.stdout.readline())
         yield f"http://{USER}:{SECRET}@127.0.0.1:{port}"
@@ -75,8 +76,9 @@ def _leaks(root: Path) -> list[str]:
     return found
 
 
-def test_a_password_in_the_tracking_uri_reaches_mlflow_and_no_file_or_log(tmp_path, tiny_taxi, server_uri,
-                                                                           monkeypatch, caplog):  # fmt: skip
+def test_a_password_in_the_tracking_uri_reaches_mlflow_and_no_file_or_log(
+    tmp_path, tiny_taxi, server_uri, monkeypatch, caplog
+):
     """Two real DDP workers (torchrun): the job file, the training log, the outputs and this process's log
     records are scanned; the run is recorded by the server, so the workers used the real URI."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", server_uri)  # where the executor found it: torchrun inherits it
@@ -95,8 +97,9 @@ def test_a_password_in_the_tracking_uri_reaches_mlflow_and_no_file_or_log(tmp_pa
     assert SECRET not in records and helpers.find_credentials(records) == []
 
 
-def test_the_local_pipeline_puts_no_credential_in_an_execution_property(tmp_path, taxi_cfg, server_uri,
-                                                                         monkeypatch, caplog):  # fmt: skip
+def test_the_local_pipeline_puts_no_credential_in_an_execution_property(
+    tmp_path, taxi_cfg, server_uri, monkeypatch, caplog
+):
     """``torchtfx run``'s pipeline, built with the password in the environment, up to the LocalDagRunner."""
     from tfx.orchestration.local import local_dag_runner
 

@@ -25,20 +25,29 @@ from torchtfx.components.torch_trainer.cluster.trainjob_runner import TrainJobRu
 
 NS, NAME = "team-a", "torchtfx-train-0123456789"
 RESTRICTED_CONTAINER = {
-    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
     "seccompProfile": {"type": "RuntimeDefault"},
-}  # fmt: skip
+}
 RESTRICTED_POD = {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 def settings(**overrides) -> PyTorchJobSettings:
     base = dict(
-        namespace=NS, image="registry.example/torchtfx:1.0", num_nodes=3, nproc_per_node=2, gpus_per_node=2,
-        cpu="8", node_selector={"pool": "gpu"}, tolerations=({"key": "gpu", "operator": "Exists"},),
-        volumes=({"claim_name": "shared", "mount_path": "/mnt/shared"},), service_account="trainer",
+        namespace=NS,
+        image="registry.example/torchtfx:1.0",
+        num_nodes=3,
+        nproc_per_node=2,
+        gpus_per_node=2,
+        cpu="8",
+        node_selector={"pool": "gpu"},
+        tolerations=({"key": "gpu", "operator": "Exists"},),
+        volumes=({"claim_name": "shared", "mount_path": "/mnt/shared"},),
+        service_account="trainer",
         env_from_secrets=({"secret": "mlflow", "key": "password", "env": "MLFLOW_TRACKING_PASSWORD"},),
         image_pull_secrets=("registry-pull",),
-    )  # fmt: skip
+    )
     base.update(overrides)
     return PyTorchJobSettings(**base)
 
@@ -72,8 +81,11 @@ def test_trainjob_manifest_on_torch_distributed():
     assert (m["apiVersion"], m["kind"]) == ("trainer.kubeflow.org/v1alpha1", "TrainJob")
     assert m["metadata"] == {"name": NAME, "namespace": NS, "labels": {"app": "torchtfx"}}
     spec = m["spec"]
-    assert spec["runtimeRef"] == {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
-                                  "kind": "ClusterTrainingRuntime"}  # fmt: skip
+    assert spec["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
     trainer = spec["trainer"]
     assert trainer["numNodes"] == 3 and trainer["numProcPerNode"] == 2 and trainer["image"].endswith(":1.0")
     assert trainer["command"][:4] == ["python", "-m", "torch.distributed.run", "--max-restarts=2"]
@@ -109,8 +121,9 @@ def test_trainjob_pod_template_survives_the_kubernetes_models():
     model = api.deserialize(SimpleNamespace(data=json.dumps(template)), "V1PodTemplateSpec")
     assert model.spec.security_context.seccomp_profile.type == "RuntimeDefault"
     assert api.sanitize_for_serialization(model) == template
-    resources = api.deserialize(SimpleNamespace(data=json.dumps(trainjob()["spec"]["trainer"]["resourcesPerNode"])),
-                                "V1ResourceRequirements")  # fmt: skip
+    resources = api.deserialize(
+        SimpleNamespace(data=json.dumps(trainjob()["spec"]["trainer"]["resourcesPerNode"])), "V1ResourceRequirements"
+    )
     assert resources.limits["nvidia.com/gpu"] == "2"
 
 
@@ -194,8 +207,13 @@ def test_discovery_with_neither_names_both(cluster):
     with pytest.raises(job_runner.ClusterJobFailedError) as err:
         discovery.select_runner(settings(), api, core)
     text = str(err.value)
-    for needle in ("trainjobs.trainer.kubeflow.org/v1alpha1", "pytorchjobs.kubeflow.org/v1", "Kubeflow Trainer v2",
-                   "torch-distributed", "Training Operator v1"):  # fmt: skip
+    for needle in (
+        "trainjobs.trainer.kubeflow.org/v1alpha1",
+        "pytorchjobs.kubeflow.org/v1",
+        "Kubeflow Trainer v2",
+        "torch-distributed",
+        "Training Operator v1",
+    ):
         assert needle in text
 
 

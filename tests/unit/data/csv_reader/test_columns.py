@@ -10,11 +10,24 @@ from torchtfx.data.csv_reader.columns import parse_float, parse_int
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("3", 3), ("-3", -3), (" 4 ", 4), ("3.0", 3), ("3e0", 3), ("17031280100.0", 17031280100),
-     ("9223372036854775807", 2**63 - 1), ("-9223372036854775808.0", -(2**63)),
-     ("3.5", None), ("9223372036854775808", None), ("1e999999999", None), ("nan", None), ("inf", None),
-     ("n/a", None), ("3 miles", None)],
-)  # fmt: skip
+    [
+        ("3", 3),
+        ("-3", -3),
+        (" 4 ", 4),
+        ("3.0", 3),
+        ("3e0", 3),
+        ("17031280100.0", 17031280100),
+        ("9223372036854775807", 2**63 - 1),
+        ("-9223372036854775808.0", -(2**63)),
+        ("3.5", None),
+        ("9223372036854775808", None),
+        ("1e999999999", None),
+        ("nan", None),
+        ("inf", None),
+        ("n/a", None),
+        ("3 miles", None),
+    ],
+)
 def test_int_cells(text, expected):
     assert parse_int(text) == expected
 

@@ -180,8 +180,20 @@ def test_predict_refuses_a_beam_worker_count_no_one_can_mean_before_reading_anyt
     """``run`` refused --beam-workers 100000 by the declared bounds; ``predict`` took it as it was."""
     data = tmp_path / "data"
     data.mkdir()
-    result = CliRunner().invoke(cli, ["predict", "--data", str(data), "--out", str(tmp_path / "scores.csv"),
-                                      "--pipeline-root", str(tmp_path / "root"), "--beam-workers", value])  # fmt: skip
+    result = CliRunner().invoke(
+        cli,
+        [
+            "predict",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "scores.csv"),
+            "--pipeline-root",
+            str(tmp_path / "root"),
+            "--beam-workers",
+            value,
+        ],
+    )
     assert result.exit_code != 0
     if value != "0":  # 0 is refused by click's own minimum, as for run
         assert "beam.workers (command line: --beam-workers): must be a whole number from 1 to 1,024" in result.output

@@ -100,18 +100,30 @@ def _with(text: str, old: str, new: str) -> str:
 @pytest.mark.parametrize(
     ("args", "refusal"),
     [
-        (["--learning-rate", "inf"],
-         "trainer.learning_rate (command line: --learning-rate): must be a finite number > 0, got inf"),
-        (["--num-workers", "100000"], "trainer.num_workers (command line: --num-workers): must be 'auto' or a whole "
-                                      "number from 1 to 1,024, got 100000"),
-        (["--beam-workers", "100000"],
-         "beam.workers (command line: --beam-workers): must be a whole number from 1 to 1,024, got 100000"),
-        (["--epochs", "1e30"], "trainer.epochs (command line: --epochs): must be a whole number from 1 to 10,000, "
-                               "got 1e+30"),
-        (["--batch-size", "1e12"], "trainer.batch_size (command line: --batch-size): must be a whole number from 1 "
-                                   "to 16,777,216, got 1000000000000"),
+        (
+            ["--learning-rate", "inf"],
+            "trainer.learning_rate (command line: --learning-rate): must be a finite number > 0, got inf",
+        ),
+        (
+            ["--num-workers", "100000"],
+            "trainer.num_workers (command line: --num-workers): must be 'auto' or a whole "
+            "number from 1 to 1,024, got 100000",
+        ),
+        (
+            ["--beam-workers", "100000"],
+            "beam.workers (command line: --beam-workers): must be a whole number from 1 to 1,024, got 100000",
+        ),
+        (
+            ["--epochs", "1e30"],
+            "trainer.epochs (command line: --epochs): must be a whole number from 1 to 10,000, got 1e+30",
+        ),
+        (
+            ["--batch-size", "1e12"],
+            "trainer.batch_size (command line: --batch-size): must be a whole number from 1 "
+            "to 16,777,216, got 1000000000000",
+        ),
     ],
-)  # fmt: skip
+)
 def test_values_no_one_can_mean_are_refused_with_the_option_and_the_range(args, refusal):
     result = _run("config", "show", *args)
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
@@ -122,12 +134,18 @@ def test_values_no_one_can_mean_are_refused_with_the_option_and_the_range(args, 
     ("old", "new", "refusal"),
     [
         ("threshold: 0.2", "threshold: .nan", "label.threshold: must be a finite number, got nan"),
-        ("pickup_latitude: 10", "pickup_latitude: 1e9",
-         "features.bucketized.pickup_latitude: must be a whole number from 2 to 10,000, got '1e9'"),
-        ("pickup_latitude: 10", "pickup_latitude: 1000000000",
-         "features.bucketized.pickup_latitude: must be a whole number from 2 to 10,000, got 1000000000"),
+        (
+            "pickup_latitude: 10",
+            "pickup_latitude: 1e9",
+            "features.bucketized.pickup_latitude: must be a whole number from 2 to 10,000, got '1e9'",
+        ),
+        (
+            "pickup_latitude: 10",
+            "pickup_latitude: 1000000000",
+            "features.bucketized.pickup_latitude: must be a whole number from 2 to 10,000, got 1000000000",
+        ),
     ],
-)  # fmt: skip
+)
 def test_dataset_yaml_values_no_one_can_mean_are_refused_with_the_file_and_key(tmp_path, old, new, refusal):
     data = tmp_path / "mine.yaml"
     data.write_text(_with((PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text(), old, new))

@@ -63,8 +63,9 @@ def test_a_known_harmless_record_is_dropped_and_another_warning_of_the_same_logg
 
 def test_records_a_beam_worker_sends_are_judged_by_their_own_message():
     quiet = console.ConsoleFilter()
-    assert not quiet.filter(_worker("No semi_persistent_directory found: Functions defined in __main__ (interactive "
-                                    "session) may fail."))  # fmt: skip
+    assert not quiet.filter(
+        _worker("No semi_persistent_directory found: Functions defined in __main__ (interactive session) may fail.")
+    )
     runner_flags = ["'--direct_runner_use_stacked_bundle'", "'--pipeline_type_check'"]
     for flags in (runner_flags, runner_flags[::-1]):  # the runner passes them in either order
         assert not quiet.filter(_worker(f"Discarding unparseable args: [{', '.join(flags)}]"))
@@ -148,7 +149,7 @@ def test_child_processes_ignore_the_harmless_warnings_by_exact_text():
         for module, text in [("google.api_core._python_version_support", "You are using a non-supported Python "
                               "version (3.10.13). Please upgrade"), ("google.api_core.other", "a real warning")]:
             warnings.warn_explicit(text, FutureWarning, "x.py", 1, module=module)
-    """)  # fmt: skip
+    """)
     env = {"PYTHONWARNINGS": console.python_warnings("default::DeprecationWarning")}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and "Invalid -W option" not in proc.stderr, proc.stderr

@@ -39,7 +39,8 @@ def test_external_data_through_a_symlink_out_of_the_folder_exits_2_and_writes_no
 def test_parity_above_the_tolerance_exits_1_with_the_savedmodel_written(tmp_path):
     external_model(tmp_path / "model", "w.bin")
     (tmp_path / "model" / "w.bin").write_bytes(np.array([1.5, 2.5], np.float32).tobytes())
-    result = CliRunner().invoke(convert_cmd, [str(tmp_path / "model" / "m.onnx"), str(tmp_path / "out"),
-                                              "--tolerance", "-1"])  # fmt: skip
+    result = CliRunner().invoke(
+        convert_cmd, [str(tmp_path / "model" / "m.onnx"), str(tmp_path / "out"), "--tolerance", "-1"]
+    )
     assert result.exit_code == 1 and "above the tolerance" in result.output, result.output
     assert (tmp_path / "out" / "saved_model.pb").is_file()

@@ -13,8 +13,10 @@ from torchtfx.pipeline.settings.declared import LOCAL
 
 def test_model_hyperparameters_are_key_value_pairs_read_as_yaml():
     assert parse_model_hparams(["hidden_units=[64, 32]", "dropout=0.2", "activation=geglu"]) == {
-        "hidden_units": [64, 32], "dropout": 0.2, "activation": "geglu"
-    }  # fmt: skip
+        "hidden_units": [64, 32],
+        "dropout": 0.2,
+        "activation": "geglu",
+    }
     with pytest.raises(ModelConfigError, match="is not KEY=VALUE"):
         parse_model_hparams(["dropout"])
 

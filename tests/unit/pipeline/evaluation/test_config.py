@@ -108,8 +108,13 @@ def _computed(dataset, gates, frame, tmp_path):
             aggregation = "micro" if kv.key.aggregation_type.micro_average else aggregation
             if kv.value.HasField("double_value"):
                 values[(kv.key.name, sub, aggregation)] = kv.value.double_value.value
-    failed = sorted({metric_label(f.metric_key) for s in tfma.load_validation_result(str(tmp_path))
-                     .metric_validations_per_slice for f in s.failures})  # fmt: skip
+    failed = sorted(
+        {
+            metric_label(f.metric_key)
+            for s in tfma.load_validation_result(str(tmp_path)).metric_validations_per_slice
+            for f in s.failures
+        }
+    )
     return values, failed
 
 
@@ -119,10 +124,20 @@ def _multiclass_frame():
 
     # Class 2's one-vs-rest AUC is 0.5 (its row scores 0.1, like two of the others): below the 0.7 macro floor
     # alone, while the macro average, (1 + 1 + 0.5) / 3, is above it.
-    rows = [([0.7, 0.2, 0.1], 0, 1.0), ([0.2, 0.7, 0.1], 1, 1.0), ([0.5, 0.4, 0.1], 2, 1.0),
-            ([0.1, 0.8, 0.1], 1, 1.0), ([0.1, 0.1, 0.8], 0, 0.0)]  # fmt: skip
-    return pd.DataFrame({"prediction": [np.array(p) for p, _, _ in rows], "label": [y for _, y, _ in rows],
-                         "weight": [w for *_, w in rows]})  # fmt: skip
+    rows = [
+        ([0.7, 0.2, 0.1], 0, 1.0),
+        ([0.2, 0.7, 0.1], 1, 1.0),
+        ([0.5, 0.4, 0.1], 2, 1.0),
+        ([0.1, 0.8, 0.1], 1, 1.0),
+        ([0.1, 0.1, 0.8], 0, 0.0),
+    ]
+    return pd.DataFrame(
+        {
+            "prediction": [np.array(p) for p, _, _ in rows],
+            "label": [y for _, y, _ in rows],
+            "weight": [w for *_, w in rows],
+        }
+    )
 
 
 def test_multiclass_accuracy_per_class_recall_and_averaged_auc_with_refused_rows_weighted_out(tmp_path):
@@ -155,15 +170,23 @@ def test_regression_error_metrics_lower_is_better_and_a_correlation_floor(tmp_pa
     import pandas as pd
 
     dataset = load_dataset_config("taxi_tips")
-    frame = pd.DataFrame({"label": [1.0, 2.0, 3.0, 4.0, 100.0], "prediction": [1.5, 2.0, 2.0, 5.0, 0.0],
-                          "weight": [1.0, 1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "label": [1.0, 2.0, 3.0, 4.0, 100.0],
+            "prediction": [1.5, 2.0, 2.0, 5.0, 0.0],
+            "weight": [1.0, 1.0, 1.0, 1.0, 0.0],
+        }
+    )
     values, failed = _computed(dataset, GateConfig(mse_ceiling=0.5), frame, tmp_path)
     assert values[("mean_squared_error", None, None)] == pytest.approx((0.25 + 0 + 1 + 1) / 4)
     assert values[("mean_absolute_error", None, None)] == pytest.approx((0.5 + 0 + 1 + 1) / 4)
     assert values[("root_mean_squared_error", None, None)] == pytest.approx((2.25 / 4) ** 0.5)
     assert failed == ["mean_squared_error"]  # 0.5625 above the 0.5 ceiling
-    mse = next(m for m in build_eval_config(dataset, GateConfig()).metrics_specs[0].metrics
-               if m.class_name == "MeanSquaredError")  # fmt: skip
+    mse = next(
+        m
+        for m in build_eval_config(dataset, GateConfig()).metrics_specs[0].metrics
+        if m.class_name == "MeanSquaredError"
+    )
     change = mse.per_slice_thresholds[0].threshold.change_threshold
     assert change.relative.value == 0.05 and change.direction == tfma.MetricDirection.LOWER_IS_BETTER
 
@@ -185,9 +208,15 @@ def test_binary_eval_config_is_what_it_was_before_tasks(taxi_cfg):
     (metrics_spec,) = config.metrics_specs
     assert not metrics_spec.HasField("binarize") and not metrics_spec.HasField("aggregate")
     assert [m.class_name for m in metrics_spec.metrics] == [
-        "HistogramAUC", "HistogramCalibration", "ExampleCount", "HistogramAUCPrecisionRecall",
-        "HistogramBinaryAccuracy", "HistogramPrecision", "HistogramRecall", "HistogramCalibrationPlot",
-    ]  # fmt: skip
+        "HistogramAUC",
+        "HistogramCalibration",
+        "ExampleCount",
+        "HistogramAUCPrecisionRecall",
+        "HistogramBinaryAccuracy",
+        "HistogramPrecision",
+        "HistogramRecall",
+        "HistogramCalibrationPlot",
+    ]
 
 
 def test_multiclass_micro_auc_pools_every_class_s_rows(tmp_path):
@@ -196,8 +225,13 @@ def test_multiclass_micro_auc_pools_every_class_s_rows(tmp_path):
     import numpy as np
     import pandas as pd
 
-    frame = pd.DataFrame({"label": [0, 1, 2, 1], "weight": [1.0] * 4, "prediction": [
-        np.array(p) for p in ([0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.5, 0.3, 0.2], [0.1, 0.8, 0.1])]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "label": [0, 1, 2, 1],
+            "weight": [1.0] * 4,
+            "prediction": [np.array(p) for p in ([0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.5, 0.3, 0.2], [0.1, 0.8, 0.1])],
+        }
+    )
     values, failed = _computed(load_dataset_config("taxi_payment"), GateConfig(), frame, tmp_path)
     assert values[("auc", None, "micro")] == pytest.approx(29 / 32, abs=1e-3)
     assert values[("auc", None, "macro")] == pytest.approx(1.0, abs=1e-3) and failed == []
@@ -216,8 +250,13 @@ def test_regression_squared_correlation_is_weighted_and_error_ceilings_are_upper
     import pandas as pd
 
     dataset = load_dataset_config("taxi_tips")
-    frame = pd.DataFrame({"label": [1.0, 2.0, 3.0, 4.0, 100.0], "prediction": [1.5, 2.0, 2.0, 5.0, 0.0],
-                          "weight": [1.0, 1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "label": [1.0, 2.0, 3.0, 4.0, 100.0],
+            "prediction": [1.5, 2.0, 2.0, 5.0, 0.0],
+            "weight": [1.0, 1.0, 1.0, 1.0, 0.0],
+        }
+    )
     gates = GateConfig(squared_correlation_floor=0.75, value_ceilings={"mean_absolute_error": 0.6})
     values, failed = _computed(dataset, gates, frame, tmp_path)
     # r = cov / (sd_y sd_p) on the 4 weighted rows: 5.25 / sqrt(5 * 7.6875)
@@ -245,10 +284,18 @@ def _judged(dataset, gates, frame, tmp_path, monkeypatch):
     )
     weight = {"example_weight_key": "weight"} if "weight" in frame else {}
     candidate = tfma.ModelSpec(name="candidate", label_key="label", prediction_key="prediction", **weight)
-    champion = tfma.ModelSpec(name=evaluation_results.BASELINE_MODEL_NAME, label_key="label", prediction_key="champion",
-                              is_baseline=True, **weight)  # fmt: skip
-    config = tfma.EvalConfig(model_specs=[candidate, champion], slicing_specs=[tfma.SlicingSpec()],
-                             metrics_specs=build_metrics_specs(dataset, gates))  # fmt: skip
+    champion = tfma.ModelSpec(
+        name=evaluation_results.BASELINE_MODEL_NAME,
+        label_key="label",
+        prediction_key="champion",
+        is_baseline=True,
+        **weight,
+    )
+    config = tfma.EvalConfig(
+        model_specs=[candidate, champion],
+        slicing_specs=[tfma.SlicingSpec()],
+        metrics_specs=build_metrics_specs(dataset, gates),
+    )
     tfma.analyze_raw_data(frame, config, output_path=str(tmp_path))
     return evaluation_results.gate_failures(str(tmp_path))
 
@@ -266,8 +313,9 @@ def test_a_regression_candidate_worse_than_the_champion_by_more_than_max_mse_inc
     champion = [2.0, 2.0, 3.0, 3.0, 50.0]  # errors 1, 0, 0, -1: MSE 0.5
     scale = worse**0.5
     candidate = [y + scale * (p - y) for y, p in zip(labels[:4], champion[:4], strict=True)] + [0.0]
-    frame = pd.DataFrame({"label": labels, "prediction": candidate, "champion": champion,
-                          "weight": [1.0, 1.0, 1.0, 1.0, 0.0]})  # fmt: skip
+    frame = pd.DataFrame(
+        {"label": labels, "prediction": candidate, "champion": champion, "weight": [1.0, 1.0, 1.0, 1.0, 0.0]}
+    )
     failures = _judged(load_dataset_config("taxi_tips"), GateConfig(), frame, tmp_path, monkeypatch)
     if not rejected:
         assert failures == []
@@ -287,8 +335,9 @@ def test_a_multiclass_candidate_less_accurate_than_the_champion_by_more_than_max
     import numpy as np
 
     frame = _multiclass_frame()
-    frame["champion"] = [np.array(p) for p in ([0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8],
-                                                [0.1, 0.8, 0.1], [0.1, 0.1, 0.8])]  # fmt: skip
+    frame["champion"] = [
+        np.array(p) for p in ([0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8])
+    ]
     gates = GateConfig(max_accuracy_drop=max_drop)
     failures = _judged(load_dataset_config("taxi_payment"), gates, frame, tmp_path, monkeypatch)
     if not rejected:
@@ -305,8 +354,9 @@ def test_a_binary_candidate_with_an_auc_drop_beyond_max_auc_drop_is_still_reject
     """Candidate AUC 0.75 (one of four pairs misordered), champion 1.0."""
     import pandas as pd
 
-    frame = pd.DataFrame({"label": [0.0, 1.0, 1.0, 0.0], "prediction": [0.2, 0.8, 0.4, 0.6],
-                          "champion": [0.2, 0.8, 0.6, 0.4]})  # fmt: skip
+    frame = pd.DataFrame(
+        {"label": [0.0, 1.0, 1.0, 0.0], "prediction": [0.2, 0.8, 0.4, 0.6], "champion": [0.2, 0.8, 0.6, 0.4]}
+    )
     failures = _judged(load_dataset_config("taxi"), GateConfig(), frame, tmp_path, monkeypatch)
     assert [(f.metric, f.is_change, f.threshold) for f in failures] == [("auc", True, "candidate - champion >= -0.01")]
     assert (failures[0].candidate, failures[0].champion) == (pytest.approx(0.75, abs=1e-3), pytest.approx(1.0))
@@ -341,8 +391,10 @@ def test_metrics_from_the_auc_histogram_equal_tfma_s_own_and_calibration_is_gate
     spec = tfma.ModelSpec(label_key="label", prediction_key="prediction")
     values, combiners = {}, {}
     for module in ("", EVAL_METRICS_MODULE):
-        metrics = [tfma.MetricConfig(class_name=FROM_HISTOGRAM[n] if module else n, module=module)
-                   for n in ("Calibration", "BinaryAccuracy", "Precision", "Recall", "AUC")]  # fmt: skip
+        metrics = [
+            tfma.MetricConfig(class_name=FROM_HISTOGRAM[n] if module else n, module=module)
+            for n in ("Calibration", "BinaryAccuracy", "Precision", "Recall", "AUC")
+        ]
         metrics[-1].config = '"num_thresholds": 1000'
         config = tfma.EvalConfig(model_specs=[spec], metrics_specs=[tfma.MetricsSpec(metrics=metrics)])
         computations = metric_specs.to_computations(config.metrics_specs, eval_config=config)

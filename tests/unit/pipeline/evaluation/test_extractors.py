@@ -47,9 +47,10 @@ def _metrics(config, shared, examples, out, trim: bool) -> dict:
         _ = (
             pipeline
             | source.BeamSource(batch_size=BATCH_ROWS)
-            | tfma.ExtractEvaluateAndWriteResults(eval_shared_model=shared, eval_config=config,
-                                                  extractors=extractors, output_path=str(out))
-        )  # fmt: skip
+            | tfma.ExtractEvaluateAndWriteResults(
+                eval_shared_model=shared, eval_config=config, extractors=extractors, output_path=str(out)
+            )
+        )
     values = {}
     for by_slice in tfma.load_metrics(str(out)):
         for entry in by_slice.metric_keys_and_values:
@@ -86,9 +87,10 @@ def test_trimmed_metrics_equal_tfmas_for_a_candidate_and_its_baseline(serving_mo
     baseline = config.model_specs.add()
     baseline.CopyFrom(candidate)
     baseline.name, baseline.is_baseline = constants.BASELINE_KEY, True
-    shared = [tfma.default_eval_shared_model(eval_saved_model_path=str(serving_model), eval_config=config,
-                                             model_name=name)
-              for name in (constants.CANDIDATE_KEY, constants.BASELINE_KEY)]  # fmt: skip
+    shared = [
+        tfma.default_eval_shared_model(eval_saved_model_path=str(serving_model), eval_config=config, model_name=name)
+        for name in (constants.CANDIDATE_KEY, constants.BASELINE_KEY)
+    ]
     tfmas = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "tfma", trim=False)
     ours = _metrics(config, shared, tiny_taxi.examples_path, tmp_path / "ours", trim=True)
     assert any("diff" in str(key) for _, key in tfmas)  # the baseline's comparison metrics
@@ -124,19 +126,27 @@ def test_a_batch_keeps_labels_predictions_weights_and_the_sliced_features_alone(
         constants.BASELINE_KEY: {},
     }
     assert out[constants.LABELS_KEY] is batch[constants.LABELS_KEY]
-    single = trimmed({constants.TRANSFORMED_FEATURES_KEY: {"tips_xf": 1, "fare_xf": 2}}, frozenset({"tips_xf"}),
-                     per_model=False)  # fmt: skip
+    single = trimmed(
+        {constants.TRANSFORMED_FEATURES_KEY: {"tips_xf": 1, "fare_xf": 2}}, frozenset({"tips_xf"}), per_model=False
+    )
     assert single == {constants.TRANSFORMED_FEATURES_KEY: {"tips_xf": 1}}
 
 
 def test_read_features_are_the_slices_keys_and_values_and_a_metrics_query_key():
     config = tfma.EvalConfig(
-        slicing_specs=[tfma.SlicingSpec(), tfma.SlicingSpec(feature_keys=["hour"]),
-                       tfma.SlicingSpec(feature_values={"company": "A"})],
-        cross_slicing_specs=[tfma.CrossSlicingSpec(baseline_spec=tfma.SlicingSpec(feature_keys=["area"]),
-                                                   slicing_specs=[tfma.SlicingSpec(feature_keys=["day"])])],
+        slicing_specs=[
+            tfma.SlicingSpec(),
+            tfma.SlicingSpec(feature_keys=["hour"]),
+            tfma.SlicingSpec(feature_values={"company": "A"}),
+        ],
+        cross_slicing_specs=[
+            tfma.CrossSlicingSpec(
+                baseline_spec=tfma.SlicingSpec(feature_keys=["area"]),
+                slicing_specs=[tfma.SlicingSpec(feature_keys=["day"])],
+            )
+        ],
         metrics_specs=[tfma.MetricsSpec(query_key="session")],
-    )  # fmt: skip
+    )
     assert read_features(config) == {"hour", "company", "area", "day", "session"}
 
 

@@ -47,8 +47,10 @@ def _binary_examples(count: int, label_dtype=np.int64, weights: bool = False) ->
     predictions = rng.random(count).astype(np.float32)
     predictions[:3] = [0.0, 0.5, 1.0]  # bucket edges
     weight = rng.choice(np.array([0.0, 0.5, 1.0, 2.5], dtype=np.float32), count) if weights else [None] * count
-    return [_inputs(np.array([lab]), np.array([p]), None if w is None else np.array([w]))
-            for lab, p, w in zip(labels, predictions, weight, strict=True)]  # fmt: skip
+    return [
+        _inputs(np.array([lab]), np.array([p]), None if w is None else np.array([w]))
+        for lab, p, w in zip(labels, predictions, weight, strict=True)
+    ]
 
 
 @pytest.mark.parametrize("label_dtype", [np.int64, np.float32])

@@ -53,8 +53,11 @@ def test_multi_processing_gets_the_pods_cpu_count(tmp_path, monkeypatch):
     monkeypatch.setattr(beam_workers, "_affinity", lambda: 64)  # a 64-CPU node
     assert beam_worker_args([MULTI], root) == [MULTI, "--direct_num_workers=4"]
     # --direct_num_workers=0 would be multiprocessing.cpu_count() (the node's): replaced in place, both forms.
-    assert beam_worker_args([MULTI, "--direct_num_workers=0", "--x=1"], root) == [MULTI, "--direct_num_workers=4",
-                                                                                 "--x=1"]  # fmt: skip
+    assert beam_worker_args([MULTI, "--direct_num_workers=0", "--x=1"], root) == [
+        MULTI,
+        "--direct_num_workers=4",
+        "--x=1",
+    ]
     assert beam_worker_args(["--direct_num_workers", "0", MULTI], root) == ["--direct_num_workers=4", MULTI]
     assert beam_worker_args(["--runner=DirectRunner", "--direct_running_mode", "multi_threading"], root)[-1] == (
         "--direct_num_workers=4"

@@ -19,8 +19,18 @@ from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_sett
 
 POOLS = PROJECT_ROOT / "kubeflow" / "pools.yaml"
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "kubeflow_torchtfx-taxi.yaml"
-STEPS = {"CsvExampleGen", "StatisticsGen", "ImportSchemaGen", "ExampleValidator", "DataGate", "Transform",
-         "TorchTrainer", "ChampionModel", "Evaluator", "Promoter"}  # fmt: skip
+STEPS = {
+    "CsvExampleGen",
+    "StatisticsGen",
+    "ImportSchemaGen",
+    "ExampleValidator",
+    "DataGate",
+    "Transform",
+    "TorchTrainer",
+    "ChampionModel",
+    "Evaluator",
+    "Promoter",
+}
 
 
 def normalize(text: str, image: str) -> str:
@@ -123,8 +133,11 @@ def test_multinode_trainer_launches_a_pytorchjob_from_the_cpu_pool(multinode):
     # No namespace in the spec: the job goes to the run's own namespace, where its PVC and secrets are.
     assert job["namespace"] is None
     assert job["image_pull_secrets"] == ["regcred"]  # the replicas pull the same image as the steps
-    hparams = json.loads(spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["hyperparameters"]
-                         ["runtimeValue"]["constant"])  # fmt: skip
+    hparams = json.loads(
+        spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]["hyperparameters"]["runtimeValue"][
+            "constant"
+        ]
+    )
     assert hparams["num_workers"] == 4 and hparams["use_gpu"] is True
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert k8s["TorchTrainer_executor"]["nodeSelector"]["labels"] == pools_raw()["node_pools"]["cpu"]["node_selector"]
@@ -259,11 +272,13 @@ def test_a_model_file_named_at_compile_time_travels_inside_the_spec(tmp_path):
     the step (and each PyTorchJob replica, which gets the same hyperparameters) loads it without the file."""
     model_file = tmp_path / "research" / "net.py"
     model_file.parent.mkdir()
-    model_file.write_text("from torch import nn\n\n\ndef build(spec, d=4):\n    return Net(spec, d)\n\n\n"
-                          "class Net(nn.Module):\n    def __init__(self, spec, d):\n        super().__init__()\n"
-                          "        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
-                          "    def forward(self, dense, categorical):\n"
-                          "        return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]\n")  # fmt: skip
+    model_file.write_text(
+        "from torch import nn\n\n\ndef build(spec, d=4):\n    return Net(spec, d)\n\n\n"
+        "class Net(nn.Module):\n    def __init__(self, spec, d):\n        super().__init__()\n"
+        "        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
+        "    def forward(self, dense, categorical):\n"
+        "        return self.lin(dense).squeeze(1) + 0 * categorical[:, 0]\n"
+    )
     out = _compile_with(tmp_path, {"model.factory": f"{model_file}:build", "model.hparams": {"d": 8}})
     spec, _ = yaml.safe_load_all(out.read_text())
     params = spec["root"]["dag"]["tasks"]["TorchTrainer"]["inputs"]["parameters"]
@@ -342,13 +357,19 @@ def test_requests_reach_every_step_exampleGen_included(tmp_path):
     """Requests are set apart from limits in the container spec, which every backend's driver reads
     (cpuRequest/memoryRequest); a step without them keeps limits only."""
     raw = pools_raw()
-    raw["resources"] = {**raw["resources"], "CsvExampleGen": {"cpu": 4, "memory": "16Gi", "cpu_request": 1.5,
-                                                               "memory_request": "12Gi"}}  # fmt: skip
+    raw["resources"] = {
+        **raw["resources"],
+        "CsvExampleGen": {"cpu": 4, "memory": "16Gi", "cpu_request": 1.5, "memory_request": "12Gi"},
+    }
     out = compile_pipeline(settings_from_dict(raw, "pools.yaml"), tmp_path / "p.yaml")
     spec, _ = yaml.safe_load_all(out.read_text())
     executors = spec["deploymentSpec"]["executors"]
     assert executors["CsvExampleGen_executor"]["container"]["resources"] == {
-        "cpuLimit": 4.0, "memoryLimit": 17.18, "cpuRequest": 1.5, "memoryRequest": 12.885}  # fmt: skip
+        "cpuLimit": 4.0,
+        "memoryLimit": 17.18,
+        "cpuRequest": 1.5,
+        "memoryRequest": 12.885,
+    }
     assert executors["Transform_executor"]["container"]["resources"] == {"cpuLimit": 8.0, "memoryLimit": 34.36}
 
 

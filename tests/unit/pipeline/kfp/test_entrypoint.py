@@ -42,10 +42,26 @@ def _executor_input() -> dict:
     return {
         "inputs": {
             "artifacts": {
-                "examples": {"artifacts": [{"name": "7", "type": {"instanceSchema": ""}, "uri": "minio://b/ex",
-                                            "metadata": {"split_names": '["train"]'}}]},
-                "baseline_model": {"artifacts": [{"name": "8", "type": {"instanceSchema": ""}, "uri": "minio://b/c",
-                                                  "metadata": {ABSENT_PROPERTY: 1.0}}]},
+                "examples": {
+                    "artifacts": [
+                        {
+                            "name": "7",
+                            "type": {"instanceSchema": ""},
+                            "uri": "minio://b/ex",
+                            "metadata": {"split_names": '["train"]'},
+                        }
+                    ]
+                },
+                "baseline_model": {
+                    "artifacts": [
+                        {
+                            "name": "8",
+                            "type": {"instanceSchema": ""},
+                            "uri": "minio://b/c",
+                            "metadata": {ABSENT_PROPERTY: 1.0},
+                        }
+                    ]
+                },
             },
             "parameterValues": {"eval_config": "{}"},
         },
@@ -53,7 +69,7 @@ def _executor_input() -> dict:
             "artifacts": {"blessing": {"artifacts": [{"type": EXAMPLES_TYPE, "uri": "minio://b/out", "metadata": {}}]}},
             "outputFile": "/tmp/kfp_outputs/output_metadata.json",
         },
-    }  # fmt: skip
+    }
 
 
 def test_localize_maps_uris_and_drops_absent_artifacts():
@@ -74,8 +90,19 @@ def test_empty_input_types_are_filled_from_the_compiled_inputs_spec():
 
 def test_restore_uris_gives_the_launcher_its_uris_back(tmp_path):
     output = tmp_path / "output_metadata.json"
-    output.write_text(json.dumps({"artifacts": {"blessing": {"artifacts": [
-        {"uri": "/minio/b/out", "metadata": {"current_model": "/minio/b/model", "blessed": 1}}]}}}))  # fmt: skip
+    output.write_text(
+        json.dumps(
+            {
+                "artifacts": {
+                    "blessing": {
+                        "artifacts": [
+                            {"uri": "/minio/b/out", "metadata": {"current_model": "/minio/b/model", "blessed": 1}}
+                        ]
+                    }
+                }
+            }
+        )
+    )
     restore_uris(output, {"/minio/b/out": "minio://b/out", "/minio/b/model": "minio://b/model"})
     artifact = json.loads(output.read_text())["artifacts"]["blessing"]["artifacts"][0]
     assert artifact["uri"] == "minio://b/out"

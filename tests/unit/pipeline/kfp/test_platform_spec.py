@@ -25,17 +25,29 @@ POOLS = PROJECT_ROOT / "kubeflow" / "pools.yaml"
 # are scalars, maps or Structs. Only messages reachable from KubernetesExecutorConfig.
 FIELDS_2_1 = {
     "KubernetesExecutorConfig": (
-        "secret_as_volume:SecretAsVolume", "secret_as_env:SecretAsEnv", "pvc_mount:PvcMount",
-        "node_selector:NodeSelector", "pod_metadata:PodMetadata", "image_pull_secret:ImagePullSecret",
-        "image_pull_policy", "config_map_as_volume:ConfigMapAsVolume", "config_map_as_env:ConfigMapAsEnv",
-        "active_deadline_seconds", "field_path_as_env:FieldPathAsEnv", "tolerations:Toleration",
+        "secret_as_volume:SecretAsVolume",
+        "secret_as_env:SecretAsEnv",
+        "pvc_mount:PvcMount",
+        "node_selector:NodeSelector",
+        "pod_metadata:PodMetadata",
+        "image_pull_secret:ImagePullSecret",
+        "image_pull_policy",
+        "config_map_as_volume:ConfigMapAsVolume",
+        "config_map_as_env:ConfigMapAsEnv",
+        "active_deadline_seconds",
+        "field_path_as_env:FieldPathAsEnv",
+        "tolerations:Toleration",
     ),
     "SecretAsVolume": ("secret_name", "mount_path"),
     "SecretAsEnv": ("secret_name", "key_to_env:SecretAsEnv.SecretKeyToEnvMap"),
     "SecretAsEnv.SecretKeyToEnvMap": ("secret_key", "env_var"),
     "TaskOutputParameterSpec": ("producer_task", "output_parameter_key"),
-    "PvcMount": ("task_output_parameter:TaskOutputParameterSpec", "constant", "component_input_parameter",
-                 "mount_path"),
+    "PvcMount": (
+        "task_output_parameter:TaskOutputParameterSpec",
+        "constant",
+        "component_input_parameter",
+        "mount_path",
+    ),
     "NodeSelector": ("labels",),
     "PodMetadata": ("labels", "annotations"),
     "ConfigMapAsVolume": ("config_map_name", "mount_path"),
@@ -44,28 +56,46 @@ FIELDS_2_1 = {
     "ImagePullSecret": ("secret_name",),
     "FieldPathAsEnv": ("name", "field_path"),
     "Toleration": ("key", "operator", "value", "effect", "toleration_seconds"),
-}  # fmt: skip
+}
 # The same proto at d911c8b73b49, pinned by backend tags 2.3.0 and 2.4.0, whose driver also mounts
 # emptyDirMounts (backend/src/v2/driver/driver.go). What it adds to the 2.1 fields (fields are only ever
 # added, so 2.2's pin, 8b2a099e8c9f, lies between the two):
 FIELDS_2_3 = {
     **FIELDS_2_1,
     "KubernetesExecutorConfig": (
-        *FIELDS_2_1["KubernetesExecutorConfig"], "generic_ephemeral_volume:GenericEphemeralVolume",
-        "node_affinity:NodeAffinityTerm", "pod_affinity:PodAffinityTerm",
-        "enabled_shared_memory:EnabledSharedMemory", "empty_dir_mounts:EmptyDirMount",
+        *FIELDS_2_1["KubernetesExecutorConfig"],
+        "generic_ephemeral_volume:GenericEphemeralVolume",
+        "node_affinity:NodeAffinityTerm",
+        "pod_affinity:PodAffinityTerm",
+        "enabled_shared_memory:EnabledSharedMemory",
+        "empty_dir_mounts:EmptyDirMount",
     ),
     "SecretAsVolume": ("secret_name", "mount_path", "optional"),
     "ConfigMapAsVolume": ("config_map_name", "mount_path", "optional"),
-    "GenericEphemeralVolume": ("volume_name", "mount_path", "access_modes", "size", "default_storage_class",
-                               "storage_class_name", "metadata:PodMetadata"),
+    "GenericEphemeralVolume": (
+        "volume_name",
+        "mount_path",
+        "access_modes",
+        "size",
+        "default_storage_class",
+        "storage_class_name",
+        "metadata:PodMetadata",
+    ),
     "SelectorRequirement": ("key", "operator", "values"),
     "NodeAffinityTerm": ("match_expressions:SelectorRequirement", "match_fields:SelectorRequirement", "weight"),
-    "PodAffinityTerm": ("match_pod_expressions:SelectorRequirement", "match_pod_labels", "topology_key", "namespaces",
-                        "match_namespace_expressions:SelectorRequirement", "match_namespace_labels", "weight", "anti"),
+    "PodAffinityTerm": (
+        "match_pod_expressions:SelectorRequirement",
+        "match_pod_labels",
+        "topology_key",
+        "namespaces",
+        "match_namespace_expressions:SelectorRequirement",
+        "match_namespace_labels",
+        "weight",
+        "anti",
+    ),
     "EnabledSharedMemory": ("volume_name", "size"),
     "EmptyDirMount": ("volume_name", "mount_path", "medium", "size_limit"),
-}  # fmt: skip
+}
 # In-tree from 2.5.0 (go.mod replaces the module with ./kubernetes_platform). At 2.14.0 the names became parameters
 # too (secret_name, constant, ... deprecated but still read: backend/src/v2/driver/k8s.go:374-395@2.14.0); 2.16.0
 # adds the container's securityContext (proto line 43, message at 277; applied at k8s.go:724-762@2.16.0), the same
@@ -76,8 +106,14 @@ FIELDS_2_16 = {
     "ImagePullSecret": ("secret_name", "secret_name_parameter"),
     "SecurityContext": ("run_as_user", "run_as_group", "run_as_non_root"),
 }
-FIELDS_BY_BACKEND = {"2.1": FIELDS_2_1, "2.2": FIELDS_2_1, "2.3": FIELDS_2_3, "2.4": FIELDS_2_3, "2.16": FIELDS_2_16,
-                     "2.17": FIELDS_2_16}  # fmt: skip
+FIELDS_BY_BACKEND = {
+    "2.1": FIELDS_2_1,
+    "2.2": FIELDS_2_1,
+    "2.3": FIELDS_2_3,
+    "2.4": FIELDS_2_3,
+    "2.16": FIELDS_2_16,
+    "2.17": FIELDS_2_16,
+}
 
 
 def _json_name(field: str) -> str:

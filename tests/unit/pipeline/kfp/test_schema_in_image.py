@@ -28,9 +28,15 @@ def test_a_schema_of_ones_own_is_refused_with_the_fix(tmp_path):
     schema = tmp_path / "schema.pbtxt"
     shutil.copy(schemas_dir() / "taxi" / "schema.pbtxt", schema)
     config = tmp_path / "mine.yaml"
-    config.write_text((PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text().replace(
-        "schema: schema/taxi/schema.pbtxt", f"schema: {schema}"))  # fmt: skip
-    with pytest.raises(KubeflowConfigError, match=r"the schema .*/schema\.pbtxt is not one of the shipped "
-                                                  r"schemas \(.*\), so the image does not contain it; put it under "
-                                                  r"schema/"):  # fmt: skip
+    config.write_text(
+        (PROJECT_ROOT / "data" / "datasets" / "taxi.yaml")
+        .read_text()
+        .replace("schema: schema/taxi/schema.pbtxt", f"schema: {schema}")
+    )
+    with pytest.raises(
+        KubeflowConfigError,
+        match=r"the schema .*/schema\.pbtxt is not one of the shipped "
+        r"schemas \(.*\), so the image does not contain it; put it under "
+        r"schema/",
+    ):
         dataset_in_image(SETTINGS, load_dataset_config(config))

@@ -26,8 +26,10 @@ NS = "team-a"  # the profile namespace of a multi-user install
 
 @pytest.fixture(scope="module")
 def package(tmp_path_factory):
-    return compile_pipeline(load_kubeflow_settings(PROJECT_ROOT / "kubeflow" / "pools.yaml"),
-                            tmp_path_factory.mktemp("pkg") / "torchtfx-taxi.yaml")  # fmt: skip
+    return compile_pipeline(
+        load_kubeflow_settings(PROJECT_ROOT / "kubeflow" / "pools.yaml"),
+        tmp_path_factory.mktemp("pkg") / "torchtfx-taxi.yaml",
+    )
 
 
 @pytest.fixture
@@ -206,13 +208,17 @@ def test_a_refused_poll_stops_the_wait_with_the_reason(kfp, package):
     ("statuses", "extra", "code", "expected"),
     [
         ([run_status("SUCCEEDED")], [], 0, "Run ci-2 SUCCEEDED"),
-        ([run_status("FAILED", {"Evaluator": "FAILED"}, "blessing failed")], [], 1,
-         "Error: run ci-2 (id run-123) ended FAILED: blessing failed; Evaluator: blessing failed"),
+        (
+            [run_status("FAILED", {"Evaluator": "FAILED"}, "blessing failed")],
+            [],
+            1,
+            "Error: run ci-2 (id run-123) ended FAILED: blessing failed; Evaluator: blessing failed",
+        ),
         ([run_status("CANCELED")], [], 1, "ended CANCELED"),
         # 0.0001 minutes: the first poll sees RUNNING, the wait sleeps out the 6 ms left and gives up.
         ([run_status("RUNNING")], ["--timeout", "0.0001"], 124, "still RUNNING after 0:00:00 (--timeout)"),
     ],
-)  # fmt: skip
+)
 def test_submit_wait_exit_code_says_how_the_run_ended(kfp, package, statuses, extra, code, expected):
     from torchtfx.pipeline.cli.kubeflow import submit_cmd
 

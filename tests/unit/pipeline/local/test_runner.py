@@ -27,8 +27,12 @@ def Noop() -> None:  # TFX names the component after the function
 def test_the_runner_records_the_run_under_the_id_it_chose(tmp_path):
     """With TFX's own id (drawn inside LocalDagRunner) the run could only find 'the newest run' afterwards."""
     connection = metadata.sqlite_metadata_connection_config(str(tmp_path / "metadata.sqlite"))
-    pipeline = tfx_pipeline.Pipeline(pipeline_name="own-id", pipeline_root=str(tmp_path / "tfx"),
-                                     components=[Noop()], metadata_connection_config=connection)  # fmt: skip
+    pipeline = tfx_pipeline.Pipeline(
+        pipeline_name="own-id",
+        pipeline_root=str(tmp_path / "tfx"),
+        components=[Noop()],
+        metadata_connection_config=connection,
+    )
     runner._own_run_id_runner("2026-12-07T06:00:00.123456").run(pipeline)
     summary = run_summary(connection, "2026-12-07T06:00:00.123456")
     assert summary is not None and [(s.node, s.state) for s in summary.stages] == [("Noop", "COMPLETE")]
@@ -44,8 +48,14 @@ def test_a_run_on_a_root_whose_last_promotion_is_staged_is_refused_at_its_start(
     assert promotion.promote(_candidates(tmp_path, registry)(1.0), target) == 1
     assert promotion.pending_label_move(target) == 1  # what `make run` left before --confirm-labels immediate
     data = _sample(taxi_csv, tmp_path / "data")
-    command = [str(Path(sys.executable).parent / "torchtfx"), "run", "--pipeline-root", str(root), "--data-dir",
-               str(data)]  # fmt: skip
+    command = [
+        str(Path(sys.executable).parent / "torchtfx"),
+        "run",
+        "--pipeline-root",
+        str(root),
+        "--data-dir",
+        str(data),
+    ]
     started = time.monotonic()
     done = subprocess.run(command, capture_output=True, text=True, timeout=150)
     seconds = time.monotonic() - started

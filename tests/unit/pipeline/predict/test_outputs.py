@@ -18,8 +18,10 @@ def test_binary_rows_are_keyed_by_file_and_line_without_key_columns():
     assert plan.names == ["source_file", "source_line", "probabilities"]
     key = ("in/day 1.csv", 7, ())
     assert plan.record(key, {"probabilities": np.float32(0.1)}) == {
-        "source_file": "in/day 1.csv", "source_line": 7, "probabilities": pytest.approx(0.1, abs=1e-8)
-    }  # fmt: skip
+        "source_file": "in/day 1.csv",
+        "source_line": 7,
+        "probabilities": pytest.approx(0.1, abs=1e-8),
+    }
 
 
 def test_key_columns_replace_file_and_line_and_csv_cells_are_quoted():
@@ -44,8 +46,14 @@ def test_multiclass_writes_the_predicted_class_and_one_probability_per_class():
         "classes": np.array([[b"Cash", b"Credit Card", b"Other"]]),
     }
     plan = OutputPlan.from_probe((), MULTICLASS, probe)
-    assert plan.names == ["source_file", "source_line", "predicted_class", "probabilities_Cash",
-                          "probabilities_Credit Card", "probabilities_Other"]  # fmt: skip
+    assert plan.names == [
+        "source_file",
+        "source_line",
+        "predicted_class",
+        "probabilities_Cash",
+        "probabilities_Credit Card",
+        "probabilities_Other",
+    ]
     row = plan.values(("f", 3, ()), {"probabilities": probe["probabilities"][0], "classes": probe["classes"][0]})
     assert row[:3] == ["f", 3, "Credit Card"] and row[3:] == pytest.approx([0.2, 0.7, 0.1])
     assert [str(t) for t in plan.arrow_schema().types] == ["string", "int64", "string", "float", "float", "float"]

@@ -61,18 +61,24 @@ def _direct(serving_dir, rows: list[dict[str, str]], taxi_cfg) -> np.ndarray:
     schema = helpers.read_schema(taxi_cfg.schema_path)
     examples = [helpers.row_to_example(row, schema).SerializeToString() for row in rows]
     signature = tf.saved_model.load(str(serving_dir)).signatures["serving_default"]
-    return np.concatenate([signature(examples=tf.constant(examples[i : i + 4096]))["probabilities"].numpy()
-                           for i in range(0, len(examples), 4096)])  # fmt: skip
+    return np.concatenate(
+        [
+            signature(examples=tf.constant(examples[i : i + 4096]))["probabilities"].numpy()
+            for i in range(0, len(examples), 4096)
+        ]
+    )
 
 
-def test_the_champion_scores_every_row_of_the_taxi_csv_as_its_saved_model_does(pipeline_root, taxi_csv, taxi_cfg,
-                                                                               tmp_path):  # fmt: skip
+def test_the_champion_scores_every_row_of_the_taxi_csv_as_its_saved_model_does(
+    pipeline_root, taxi_csv, taxi_cfg, tmp_path
+):
     out = tmp_path / "scores.csv"
     result = _predict(pipeline_root, "--data", str(taxi_csv), "--out", str(out))
     assert result.exit_code == 0, result.output
     rows = helpers.csv_rows(taxi_csv)
-    assert re.search(rf"Scored {len(rows):,} rows of 1 file\(s\) with serving version 1 \(registry version 1, ",
-                     result.output)  # fmt: skip
+    assert re.search(
+        rf"Scored {len(rows):,} rows of 1 file\(s\) with serving version 1 \(registry version 1, ", result.output
+    )
     _assert_every_row_scored_as_the_saved_model_does(out, pipeline_root, taxi_csv, taxi_cfg)
     print(result.output)  # the rows/s line, for the record (pytest -s)
 
@@ -90,16 +96,28 @@ def _assert_every_row_scored_as_the_saved_model_does(out, pipeline_root, taxi_cs
     assert np.max(np.abs(scored - expected)) <= 1e-6
 
 
-def test_a_rerun_removes_the_staging_folder_of_a_killed_predict_and_scores_every_row(pipeline_root, taxi_csv,
-                                                                                     taxi_cfg, tmp_path):  # fmt: skip
+def test_a_rerun_removes_the_staging_folder_of_a_killed_predict_and_scores_every_row(
+    pipeline_root, taxi_csv, taxi_cfg, tmp_path
+):
     """A real `torchtfx predict` SIGKILLed while its staging folder exists. Before: the folder stayed beside
     --out after every rerun (named with a random id, it was neither reused nor removed)."""
     out = tmp_path / "scores.csv"
     env = {name: value for name, value in os.environ.items() if name != "MLFLOW_TRACKING_URI"}
-    command = [sys.executable, "-m", "torchtfx.pipeline.cli.main", "predict", "--pipeline-root", str(pipeline_root),
-               "--data", str(taxi_csv), "--out", str(out)]  # fmt: skip
-    killed = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torchtfx.pipeline.cli.main",
+        "predict",
+        "--pipeline-root",
+        str(pipeline_root),
+        "--data",
+        str(taxi_csv),
+        "--out",
+        str(out),
+    ]
+    killed = subprocess.Popen(
+        command, env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 180
         while killed.poll() is None and time.monotonic() < deadline and not list(tmp_path.glob(".scores.csv.*")):
@@ -117,8 +135,7 @@ def test_a_rerun_removes_the_staging_folder_of_a_killed_predict_and_scores_every
     _assert_every_row_scored_as_the_saved_model_does(out, pipeline_root, taxi_csv, taxi_cfg)
 
 
-def test_a_malformed_line_stops_the_command_by_file_and_line_and_nothing_is_written(pipeline_root, taxi_csv,
-                                                                                    tmp_path):  # fmt: skip
+def test_a_malformed_line_stops_the_command_by_file_and_line_and_nothing_is_written(pipeline_root, taxi_csv, tmp_path):
     lines = taxi_csv.read_text().splitlines()[:50]
     data = tmp_path / "in"
     data.mkdir()
@@ -137,8 +154,21 @@ def test_a_registry_version_scores_into_parquet_shards_keyed_by_the_given_column
     data = tmp_path / "day.csv"
     data.write_text("\n".join(lines) + "\n")
     out = tmp_path / "scores"
-    result = _predict(pipeline_root, "--data", str(data), "--out", str(out), "--format", "parquet", "--version", "1",
-                      "--key-column", "trip_start_timestamp", "--key-column", "company")  # fmt: skip
+    result = _predict(
+        pipeline_root,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--format",
+        "parquet",
+        "--version",
+        "1",
+        "--key-column",
+        "trip_start_timestamp",
+        "--key-column",
+        "company",
+    )
     assert result.exit_code == 0, result.output
     table = pq.read_table(str(out))
     assert table.column_names == ["trip_start_timestamp", "company", "probabilities"]

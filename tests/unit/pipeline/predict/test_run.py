@@ -55,10 +55,18 @@ def source(tmp_path, taxi_csv, taxi_cfg):
 def test_beam_args_follow_the_input_size_unless_the_user_gives_a_mode(taxi_cfg):
     request = PredictRequest("in", "out", taxi_cfg, None, "champion", beam_workers=3)
     assert beam_args_for(request, 1000) == ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
-    assert beam_args_for(request, SMALL_INPUT_BYTES)[:2] == ["--direct_running_mode=multi_processing",
-                                                             "--direct_num_workers=3"]  # fmt: skip
-    mine = PredictRequest("in", "out", taxi_cfg, None, "champion", beam_args=("--direct_running_mode=multi_threading",
-                                                                              "--runner=DirectRunner"))  # fmt: skip
+    assert beam_args_for(request, SMALL_INPUT_BYTES)[:2] == [
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=3",
+    ]
+    mine = PredictRequest(
+        "in",
+        "out",
+        taxi_cfg,
+        None,
+        "champion",
+        beam_args=("--direct_running_mode=multi_threading", "--runner=DirectRunner"),
+    )
     assert beam_args_for(mine, 10) == ["--direct_running_mode=multi_threading", "--runner=DirectRunner"]
     remote = PredictRequest("in", "out", taxi_cfg, None, "champion", beam_args=("--runner=DataflowRunner",))
     assert beam_args_for(remote, 10)[-1] == worker_dependency_flag()  # the workers get torchtfx
@@ -66,8 +74,11 @@ def test_beam_args_follow_the_input_size_unless_the_user_gives_a_mode(taxi_cfg):
 
 def test_a_model_that_cannot_read_the_rows_is_refused_before_the_beam_work(source, tmp_path):
     model = _saved_model(tmp_path / "model", feature="payment_type")  # a string column read as a float
-    with pytest.raises(PredictError, match=r"cannot score the rows of .*day\.csv: its serving_default failed on the "
-                                           r"first 8 rows \(.*\)\. Nothing was written"):  # fmt: skip
+    with pytest.raises(
+        PredictError,
+        match=r"cannot score the rows of .*day\.csv: its serving_default failed on the "
+        r"first 8 rows \(.*\)\. Nothing was written",
+    ):
         probe(source, source.parts([])[0], model)
 
 

@@ -43,8 +43,9 @@ def test_a_csv_file_out_is_one_file_with_a_header_and_every_row(tmp_path):
     assert target.publish() == [str(tmp_path / "out" / "scores.csv")]
     lines = (tmp_path / "out" / "scores.csv").read_text().splitlines()
     assert lines[0] == "source_file,source_line,probabilities"
-    assert sorted(lines[1:], key=lambda s: int(s.split(",")[1])) == [f"in.csv,{n},{np.float32(n / 10)!s}"
-                                                                    for n in range(2, 12)]  # fmt: skip
+    assert sorted(lines[1:], key=lambda s: int(s.split(",")[1])) == [
+        f"in.csv,{n},{np.float32(n / 10)!s}" for n in range(2, 12)
+    ]
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["scores.csv"]  # no staging folder left
 
 

@@ -93,8 +93,18 @@ def test_the_binary_html_report_keeps_its_auc_plot_table_and_calibration(tmp_pat
     text, files = _report(tmp_path, "binary", evaluations.binary(tmp_path))
     assert {"report.html", "auc_by_slice.png", "calibration.png"} <= files
     assert '<img src="auc_by_slice.png">' in text and "<h2>Calibration</h2>" in text
-    head = "".join(f"<th>{m}</th>" for m in ("auc", "auc_precision_recall", "binary_accuracy", "precision", "recall",
-                                             "calibration", "example_count"))  # fmt: skip
+    head = "".join(
+        f"<th>{m}</th>"
+        for m in (
+            "auc",
+            "auc_precision_recall",
+            "binary_accuracy",
+            "precision",
+            "recall",
+            "calibration",
+            "example_count",
+        )
+    )
     assert f"<tr><th>slice</th>{head}</tr>" in text
     assert "0.7000 <small style='color:#a00'>(-0.1000)</small>" in text  # AUC fell: red
     assert "0.6500 <small style='color:#070'>(+0.0500)</small>" in text  # AUC rose on Cash: green
@@ -188,11 +198,17 @@ def _cells(html_text: str) -> dict[tuple[str, str], str]:
 
 
 UNDEFINED_CASES = [
-    ("binary", {("g=neg", "auc"), ("g=neg", "auc_precision_recall"), ("g=pos", "auc")},
-     {("g=mix", "auc"), ("Overall", "auc"), ("g=pos", "auc_precision_recall")}),
-    ("multiclass", {("g=one", "auc(macro)")},
-     {("g=mix", "auc(macro)"), ("Overall", "auc(macro)"), ("g=one", "auc(micro)")}),
-]  # fmt: skip
+    (
+        "binary",
+        {("g=neg", "auc"), ("g=neg", "auc_precision_recall"), ("g=pos", "auc")},
+        {("g=mix", "auc"), ("Overall", "auc"), ("g=pos", "auc_precision_recall")},
+    ),
+    (
+        "multiclass",
+        {("g=one", "auc(macro)")},
+        {("g=mix", "auc(macro)"), ("Overall", "auc(macro)"), ("g=one", "auc(micro)")},
+    ),
+]
 
 
 @pytest.mark.parametrize(("task", "undefined", "defined"), UNDEFINED_CASES)

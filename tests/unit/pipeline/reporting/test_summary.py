@@ -16,17 +16,23 @@ def _record_run(store: metadata_store.MetadataStore, run_id: str, node: str) -> 
     run_type = store.put_context_type(metadata_store_pb2.ContextType(name="pipeline_run"))
     node_type = store.put_context_type(metadata_store_pb2.ContextType(name="node"))
     execution_type = store.put_execution_type(metadata_store_pb2.ExecutionType(name=node))
-    [run_ctx, node_ctx] = store.put_contexts([
-        metadata_store_pb2.Context(type_id=run_type, name=run_id),
-        metadata_store_pb2.Context(type_id=node_type, name=f"torchtfx-taxi.{node}"),
-    ])  # fmt: skip
-    execution = metadata_store_pb2.Execution(type_id=execution_type,
-                                             last_known_state=metadata_store_pb2.Execution.COMPLETE)  # fmt: skip
+    [run_ctx, node_ctx] = store.put_contexts(
+        [
+            metadata_store_pb2.Context(type_id=run_type, name=run_id),
+            metadata_store_pb2.Context(type_id=node_type, name=f"torchtfx-taxi.{node}"),
+        ]
+    )
+    execution = metadata_store_pb2.Execution(
+        type_id=execution_type, last_known_state=metadata_store_pb2.Execution.COMPLETE
+    )
     [execution_id] = store.put_executions([execution])
-    store.put_attributions_and_associations([], [
-        metadata_store_pb2.Association(context_id=run_ctx, execution_id=execution_id),
-        metadata_store_pb2.Association(context_id=node_ctx, execution_id=execution_id),
-    ])  # fmt: skip
+    store.put_attributions_and_associations(
+        [],
+        [
+            metadata_store_pb2.Association(context_id=run_ctx, execution_id=execution_id),
+            metadata_store_pb2.Association(context_id=node_ctx, execution_id=execution_id),
+        ],
+    )
 
 
 def test_the_summary_is_this_runs_own_when_another_runs_record_is_newer(tmp_path):

@@ -58,9 +58,11 @@ def test_explicit_mode_wins_over_input_size(tmp_path):
 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [("beam_mode", "in-memory", "beam_mode 'in-memory' is not one of auto, in_memory, multi_processing"),
-     ("beam_workers", 0, "beam_workers: must be a whole number from 1 to 1,024, got 0")],
-)  # fmt: skip
+    [
+        ("beam_mode", "in-memory", "beam_mode 'in-memory' is not one of auto, in_memory, multi_processing"),
+        ("beam_workers", 0, "beam_workers: must be a whole number from 1 to 1,024, got 0"),
+    ],
+)
 def test_bad_beam_settings_are_refused_by_name(tmp_path, field, value, message):
     with pytest.raises(ValueError, match=message):
         LocalSettings(dataset=load_dataset_config("taxi"), pipeline_root=tmp_path, **{field: value})

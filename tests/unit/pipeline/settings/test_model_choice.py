@@ -25,10 +25,12 @@ def _yaml(tmp_path, base: str, extra: str, replace: tuple[str, str] = ("", "")):
 
 def test_a_factory_is_checked_against_the_dataset_s_task(tmp_path):
     model = tmp_path / "binary_only.py"
-    model.write_text("import torch\nfrom torch import nn\n\n\nclass One(nn.Module):\n    def __init__(self, spec):\n"
-                     "        super().__init__()\n        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
-                     "    def forward(self, dense, categorical):\n        return self.lin(dense).squeeze(1)\n\n\n"
-                     "def build(spec):\n    return One(spec)\n")  # fmt: skip
+    model.write_text(
+        "import torch\nfrom torch import nn\n\n\nclass One(nn.Module):\n    def __init__(self, spec):\n"
+        "        super().__init__()\n        self.lin = nn.Linear(len(spec.dense_features), 1)\n\n"
+        "    def forward(self, dense, categorical):\n        return self.lin(dense).squeeze(1)\n\n\n"
+        "def build(spec):\n    return One(spec)\n"
+    )
     hparams = TrainerHParams(model=ModelConfig(factory=f"{model}:build"))
     checked = checked_hparams(load_dataset_config("taxi"), hparams)  # fine for binary
     assert checked.model.source == model.read_text()

@@ -60,8 +60,11 @@ def test_a_file_value_equal_to_the_default_still_counts_as_set(tmp_path):
 
 def test_model_hyperparameters_merge_by_key_and_start_over_with_another_factory(tmp_path):
     data = dataset_yaml(tmp_path, "model: {factory: resnet, hparams: {dropout: 0.1, blocks: 2}}\n")
-    same = kubeflow({"trainer": {"hyperparameters": {"model": {"hparams": {"dropout": 0.3}}}}}, data,
-                    {"model.hparams": {"blocks": 3}})  # fmt: skip
+    same = kubeflow(
+        {"trainer": {"hyperparameters": {"model": {"hparams": {"dropout": 0.3}}}}},
+        data,
+        {"model.hparams": {"blocks": 3}},
+    )
     assert same["model.factory"] == "resnet" and same["model.hparams"] == {"dropout": 0.3, "blocks": 3}
     assert "blocks from command line: --model-hparam" in same.values["model.hparams"].source
     other = resolve_settings(LOCAL, command_line_layer({"dataset": str(data), "model.factory": "mlp"}))

@@ -30,9 +30,15 @@ INSTALLED = {
     f"{INFO}/direct_url.json": b'{"url": "file:///somewhere/torchtfx-0.1.0.whl", "archive_info": {}}',
     f"{INFO}/WHEEL": b"Wheel-Version: 1.0\nGenerator: bdist_wheel\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
 }
-SHIPS = {"torchtfx/pipeline/__init__.py", "torchtfx/pipeline/tool.py", "torchtfx/schema/taxi/schema.pbtxt",
-         "torchtfx/data/datasets/taxi.yaml", f"{INFO}/METADATA", f"{INFO}/entry_points.txt",
-         f"{INFO}/top_level.txt"}  # fmt: skip
+SHIPS = {
+    "torchtfx/pipeline/__init__.py",
+    "torchtfx/pipeline/tool.py",
+    "torchtfx/schema/taxi/schema.pbtxt",
+    "torchtfx/data/datasets/taxi.yaml",
+    f"{INFO}/METADATA",
+    f"{INFO}/entry_points.txt",
+    f"{INFO}/top_level.txt",
+}
 
 
 def _installed(site: Path, *, record: bool = True, missing: str | None = None) -> metadata.Distribution:
@@ -80,8 +86,23 @@ def test_pip_installs_the_wheel(tmp_path):
     """What a Beam worker does with --extra_package: pip accepts the wheel and installs the same files."""
     wheel = repack_wheel(_installed(tmp_path / "site"), tmp_path / "out")
     target = tmp_path / "target"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target",
-                           str(target), str(wheel)], capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert (target / "torchtfx" / "pipeline" / "tool.py").read_bytes() == INSTALLED["torchtfx/pipeline/tool.py"]
     assert (target / "torchtfx" / "schema" / "taxi" / "schema.pbtxt").is_file()
@@ -94,7 +115,10 @@ def test_a_distribution_without_a_record_is_refused_with_the_fix(tmp_path):
 
 def test_a_recorded_file_that_is_gone_is_named_and_no_partial_wheel_is_left(tmp_path):
     dist = _installed(tmp_path / "site", missing="torchtfx/pipeline/tool.py")
-    with pytest.raises(WorkerPackageError, match=r"torchtfx/pipeline/tool\.py, a file of the installed torchtfx, "
-                                                 r"cannot be read .*reinstall it with pip"):  # fmt: skip
+    with pytest.raises(
+        WorkerPackageError,
+        match=r"torchtfx/pipeline/tool\.py, a file of the installed torchtfx, "
+        r"cannot be read .*reinstall it with pip",
+    ):
         repack_wheel(dist, tmp_path / "out")
     assert list((tmp_path / "out").iterdir()) == []

@@ -153,8 +153,9 @@ features: {{dense: [distance], categorical: [carrier]}}
 label: {{name: late, column: arr_delay, op: greater, threshold: 15{extra}}}
 """
 # (distance, carrier, arr_delay): three cancelled flights, one per carrier, have no arrival delay.
-FLIGHT_ROWS = [(100.0 * (i + 1), "AA BB CC".split()[i % 3], None if i in (2, 6, 10) else float(i * 4))
-               for i in range(12)]  # fmt: skip
+FLIGHT_ROWS = [
+    (100.0 * (i + 1), "AA BB CC".split()[i % 3], None if i in (2, 6, 10) else float(i * 4)) for i in range(12)
+]
 
 
 def _flights(tmp_path, extra: str = ""):

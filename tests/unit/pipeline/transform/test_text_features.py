@@ -77,10 +77,16 @@ def run(tmp_path_factory) -> Run:
     (root / "schema.pbtxt").write_text(SCHEMA)
     schema = text_format.Parse(SCHEMA, schema_pb2.Schema())
     cfg = DatasetConfig(
-        name="reviews", schema_path=root / "schema.pbtxt", dense=(), categorical=(), bucketized={},
-        text={"review": REVIEW, "title": TITLE}, label=LabelRule(name="good", column="stars", op="greater_equal",
-        threshold=4), split={"train": 1, "eval": 1}, slices=(),
-    )  # fmt: skip
+        name="reviews",
+        schema_path=root / "schema.pbtxt",
+        dense=(),
+        categorical=(),
+        bucketized={},
+        text={"review": REVIEW, "title": TITLE},
+        label=LabelRule(name="good", column="stars", op="greater_equal", threshold=4),
+        split={"train": 1, "eval": 1},
+        slices=(),
+    )
     rows = [(review, "Top film" if i % 2 else "Flop", 1 + i % 5) for i, review in enumerate([*REVIEWS, MISSING])]
     instances = [{"review": [] if r is None else [r.encode()], "title": [t.encode()], "stars": [s]} for r, t, s in rows]
     metadata = dataset_metadata.DatasetMetadata(schema)

@@ -59,8 +59,9 @@ def _normal(*shape: int) -> np.ndarray:
 )
 def test_conv_with_unknown_batch(x_shape, w_shape, attrs):
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)
-    model = _model([node], {"x": _normal(*x_shape)}, {"w": _normal(*w_shape), "b": _normal(w_shape[0])},
-                   {"y": TensorProto.FLOAT})  # fmt: skip
+    model = _model(
+        [node], {"x": _normal(*x_shape)}, {"w": _normal(*w_shape), "b": _normal(w_shape[0])}, {"y": TensorProto.FLOAT}
+    )
     _compare(model, {"x": _normal(*x_shape)})
 
 
@@ -83,8 +84,17 @@ def test_conv_transpose_with_unknown_sizes(attrs):
 @pytest.mark.parametrize("storage_order", [0, 1])
 def test_max_pool_indices_with_dilations_and_ceil_mode(storage_order):
     x = _normal(2, 3, 8, 7)
-    node = helper.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[3, 2], strides=[2, 2], dilations=[1, 2],
-                            pads=[1, 0, 1, 1], ceil_mode=1, storage_order=storage_order)  # fmt: skip
+    node = helper.make_node(
+        "MaxPool",
+        ["x"],
+        ["y", "i"],
+        kernel_shape=[3, 2],
+        strides=[2, 2],
+        dilations=[1, 2],
+        pads=[1, 0, 1, 1],
+        ceil_mode=1,
+        storage_order=storage_order,
+    )
     _compare(_model([node], {"x": x}, {}, {"y": TensorProto.FLOAT, "i": TensorProto.INT64}), {"x": x}, "all")
 
 
@@ -92,27 +102,41 @@ def test_max_unpool_inverts_max_pool_of_an_odd_size():
     """The indices address the flattened ``output_shape`` input, as MaxPool's address its input."""
     x = _normal(2, 3, 5, 5)
     window = {"kernel_shape": [2, 2], "strides": [2, 2]}
-    nodes = [helper.make_node("MaxPool", ["x"], ["v", "i"], **window), helper.make_node("Shape", ["x"], ["shape"]),
-             helper.make_node("MaxUnpool", ["v", "i", "shape"], ["y"], **window)]  # fmt: skip
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["v", "i"], **window),
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("MaxUnpool", ["v", "i", "shape"], ["y"], **window),
+    ]
     _compare(_model(nodes, {"x": x}, {}, {"y": TensorProto.FLOAT}), {"x": x})
 
 
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 def test_average_and_lp_pool_with_pads(count_include_pad):
     x = _normal(2, 3, 7, 6)
-    nodes = [helper.make_node("AveragePool", ["x"], ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 0, 1],
-                              count_include_pad=count_include_pad),
-             helper.make_node("LpPool", ["x"], ["l"], kernel_shape=[2, 3], pads=[0, 1, 1, 0], p=3)]  # fmt: skip
+    nodes = [
+        helper.make_node(
+            "AveragePool",
+            ["x"],
+            ["a"],
+            kernel_shape=[3, 3],
+            strides=[2, 2],
+            pads=[1, 1, 0, 1],
+            count_include_pad=count_include_pad,
+        ),
+        helper.make_node("LpPool", ["x"], ["l"], kernel_shape=[2, 3], pads=[0, 1, 1, 0], p=3),
+    ]
     _compare(_model(nodes, {"x": x}, {}, {"a": TensorProto.FLOAT, "l": TensorProto.FLOAT}), {"x": x}, "all")
 
 
 def test_float16_network_of_3d_convolution_and_pooling():
     """float16 Conv3D, MaxPool3D and AvgPool3D have no TF CPU kernel: the network still runs in float16."""
     x = _normal(2, 2, 6, 6, 6)
-    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 6, dilations=[2, 1, 1]),
-             helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[2, 2, 2], strides=[2, 2, 2], ceil_mode=1),
-             helper.make_node("AveragePool", ["c"], ["a"], kernel_shape=[3, 3, 3], pads=[1] * 6),
-             helper.make_node("GlobalAveragePool", ["a"], ["g"])]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 6, dilations=[2, 1, 1]),
+        helper.make_node("MaxPool", ["c"], ["m"], kernel_shape=[2, 2, 2], strides=[2, 2, 2], ceil_mode=1),
+        helper.make_node("AveragePool", ["c"], ["a"], kernel_shape=[3, 3, 3], pads=[1] * 6),
+        helper.make_node("GlobalAveragePool", ["a"], ["g"]),
+    ]
     model = _model(nodes, {"x": x}, {"w": _normal(3, 2, 3, 3, 3)}, {"m": TensorProto.FLOAT, "g": TensorProto.FLOAT})
     _compare(model, {"x": x}, half=True, tol=2e-2)
 
@@ -120,19 +144,28 @@ def test_float16_network_of_3d_convolution_and_pooling():
 def test_conv_integer_with_zero_points():
     x = RNG.integers(0, 256, (2, 3, 6, 6)).astype(np.uint8)
     node = helper.make_node("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 0, 0, 1], strides=[2, 1])
-    weights = {"w": RNG.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8), "xz": np.array(9, np.uint8),
-               "wz": np.array(130, np.uint8)}  # fmt: skip
+    weights = {
+        "w": RNG.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8),
+        "xz": np.array(9, np.uint8),
+        "wz": np.array(130, np.uint8),
+    }
     _compare(_model([node], {"x": x}, weights, {"y": TensorProto.INT32}), {"x": x})
 
 
 def test_max_roi_pool_and_col2im():
     x = _normal(2, 3, 10, 10)
     rois = np.array([[0, 1, 1, 5, 6], [1, 0, 0, 9, 9], [0, 3.6, 2.4, 3.6, 8.2], [1, -2, -3, 20, 20]], np.float32)
-    nodes = [helper.make_node("MaxRoiPool", ["x", "rois"], ["r"], pooled_shape=[3, 2], spatial_scale=0.75),
-             helper.make_node("Reshape", ["x", "cols_shape"], ["cols"]),
-             helper.make_node("Col2Im", ["cols", "image", "block"], ["c"], strides=[1, 2], dilations=[2, 1],
-                              pads=[1, 0, 0, 1])]  # fmt: skip
-    weights = {"cols_shape": np.array([-1, 12, 25], np.int64), "image": np.array([6, 10], np.int64),
-               "block": np.array([2, 2], np.int64)}  # fmt: skip
+    nodes = [
+        helper.make_node("MaxRoiPool", ["x", "rois"], ["r"], pooled_shape=[3, 2], spatial_scale=0.75),
+        helper.make_node("Reshape", ["x", "cols_shape"], ["cols"]),
+        helper.make_node(
+            "Col2Im", ["cols", "image", "block"], ["c"], strides=[1, 2], dilations=[2, 1], pads=[1, 0, 0, 1]
+        ),
+    ]
+    weights = {
+        "cols_shape": np.array([-1, 12, 25], np.int64),
+        "image": np.array([6, 10], np.int64),
+        "block": np.array([2, 2], np.int64),
+    }
     model = _model(nodes, {"x": x, "rois": rois}, weights, {"r": TensorProto.FLOAT, "c": TensorProto.FLOAT})
     _compare(model, {"x": x, "rois": rois})

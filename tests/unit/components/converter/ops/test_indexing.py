@@ -48,8 +48,12 @@ def _assert_like_onnxruntime(model, feeds: list[np.ndarray]) -> None:
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
 def test_pad_with_pads_and_axes_at_run_time(mode):
     node = helper.make_node("Pad", ["x", "pads", "value", "axes"], ["y"], mode=mode)
-    inputs = [("x", TensorProto.FLOAT, [None, 4, 5]), ("pads", TensorProto.INT64, [4]),
-              ("value", TensorProto.FLOAT, []), ("axes", TensorProto.INT64, [2])]  # fmt: skip
+    inputs = [
+        ("x", TensorProto.FLOAT, [None, 4, 5]),
+        ("pads", TensorProto.INT64, [4]),
+        ("value", TensorProto.FLOAT, []),
+        ("axes", TensorProto.INT64, [2]),
+    ]
     x = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
     pads = np.array([1, 3, 2, 0] if mode != "constant" else [1, -2, 2, 3], np.int64)
     feeds = [x, pads, np.array(7.5, np.float32), np.array([1, -1], np.int64)]
@@ -59,8 +63,9 @@ def test_pad_with_pads_and_axes_at_run_time(mode):
 @pytest.mark.parametrize("mode", ["reflect", "wrap", "edge"])
 def test_pad_wider_than_the_axis_repeats_like_numpy(mode):
     node = helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)
-    model = _model(node, [("x", TensorProto.FLOAT, [None, 3]), ("pads", TensorProto.INT64, [4])],
-                   [("y", TensorProto.FLOAT)])  # fmt: skip
+    model = _model(
+        node, [("x", TensorProto.FLOAT, [None, 3]), ("pads", TensorProto.INT64, [4])], [("y", TensorProto.FLOAT)]
+    )
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     (got,) = _translated(model, [x, np.array([0, 7, 1, 5], np.int64)])
     np.testing.assert_array_equal(got, np.pad(x, [(0, 1), (7, 5)], mode=mode))
@@ -68,8 +73,11 @@ def test_pad_wider_than_the_axis_repeats_like_numpy(mode):
 
 def test_top_k_smallest_integers_with_ties_and_the_type_minimum():
     node = helper.make_node("TopK", ["x", "k"], ["values", "indices"], axis=1, largest=0)
-    model = _model(node, [("x", TensorProto.INT32, [None, 6]), ("k", TensorProto.INT64, [1])],
-                   [("values", TensorProto.INT32), ("indices", TensorProto.INT64)])  # fmt: skip
+    model = _model(
+        node,
+        [("x", TensorProto.INT32, [None, 6]), ("k", TensorProto.INT64, [1])],
+        [("values", TensorProto.INT32), ("indices", TensorProto.INT64)],
+    )
     low = np.iinfo(np.int32).min
     x = np.array([[3, 1, 1, low, 2, low], [0, 0, 0, 5, -1, 0]], np.int32)
     _assert_like_onnxruntime(model, [x, np.array([4], np.int64)])
@@ -78,8 +86,15 @@ def test_top_k_smallest_integers_with_ties_and_the_type_minimum():
 @pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
 def test_scatter_nd_slices_with_reductions(reduction):
     node = helper.make_node("ScatterND", ["data", "indices", "updates"], ["y"], reduction=reduction)
-    model = _model(node, [("data", TensorProto.FLOAT, [None, 3, 2]), ("indices", TensorProto.INT64, [None, 1]),
-                          ("updates", TensorProto.FLOAT, [None, 3, 2])], [("y", TensorProto.FLOAT)])  # fmt: skip
+    model = _model(
+        node,
+        [
+            ("data", TensorProto.FLOAT, [None, 3, 2]),
+            ("indices", TensorProto.INT64, [None, 1]),
+            ("updates", TensorProto.FLOAT, [None, 3, 2]),
+        ],
+        [("y", TensorProto.FLOAT)],
+    )
     rng = np.random.default_rng(0)
     data, updates = rng.normal(size=(4, 3, 2)).astype(np.float32), rng.normal(size=(3, 3, 2)).astype(np.float32)
     # Duplicates only where the order of the writes cannot matter.
@@ -89,23 +104,35 @@ def test_scatter_nd_slices_with_reductions(reduction):
 
 def test_scatter_elements_multiplies_duplicates_at_negative_indices():
     node = helper.make_node("ScatterElements", ["data", "indices", "updates"], ["y"], axis=1, reduction="mul")
-    model = _model(node, [("data", TensorProto.FLOAT, [None, 4]), ("indices", TensorProto.INT64, [None, 3]),
-                          ("updates", TensorProto.FLOAT, [None, 3])], [("y", TensorProto.FLOAT)])  # fmt: skip
+    model = _model(
+        node,
+        [
+            ("data", TensorProto.FLOAT, [None, 4]),
+            ("indices", TensorProto.INT64, [None, 3]),
+            ("updates", TensorProto.FLOAT, [None, 3]),
+        ],
+        [("y", TensorProto.FLOAT)],
+    )
     data = np.arange(1, 9, dtype=np.float32).reshape(2, 4)
     indices = np.array([[0, -4, 3], [-1, 2, 2]], np.int64)
     _assert_like_onnxruntime(model, [data, indices, np.array([[2, 3, 4], [2, 3, 0.5]], np.float32)])
 
 
 def test_gather_elements_and_gather_nd_batch_dims_with_negative_indices():
-    nodes = [helper.make_node("GatherElements", ["x", "i"], ["a"], axis=-1),
-             helper.make_node("GatherND", ["x", "j"], ["b"], batch_dims=1)]  # fmt: skip
+    nodes = [
+        helper.make_node("GatherElements", ["x", "i"], ["a"], axis=-1),
+        helper.make_node("GatherND", ["x", "j"], ["b"], batch_dims=1),
+    ]
     graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, 4]),
-         helper.make_tensor_value_info("i", TensorProto.INT64, [None, 3, 2]),
-         helper.make_tensor_value_info("j", TensorProto.INT64, [None, 2, 2])],
+        nodes,
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, 4]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, [None, 3, 2]),
+            helper.make_tensor_value_info("j", TensorProto.INT64, [None, 2, 2]),
+        ],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "ab"],
-    )  # fmt: skip
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     i = np.array([[[0, -1], [2, -3], [-4, 3]]] * 2, np.int64)
@@ -115,8 +142,9 @@ def test_gather_elements_and_gather_nd_batch_dims_with_negative_indices():
 
 def test_trilu_with_k_at_run_time_over_a_batch():
     node = helper.make_node("Trilu", ["x", "k"], ["y"], upper=0)
-    model = _model(node, [("x", TensorProto.FLOAT, [None, 3, 5]), ("k", TensorProto.INT64, [])],
-                   [("y", TensorProto.FLOAT)])  # fmt: skip
+    model = _model(
+        node, [("x", TensorProto.FLOAT, [None, 3, 5]), ("k", TensorProto.INT64, [])], [("y", TensorProto.FLOAT)]
+    )
     x = np.arange(1, 31, dtype=np.float32).reshape(2, 3, 5)
     for k in (-1, 2, 9):
         _assert_like_onnxruntime(model, [x, np.array(k, np.int64)])
@@ -143,19 +171,26 @@ def test_unique_rows_in_order_of_appearance():
 
 def test_one_hot_with_depth_and_values_at_run_time():
     node = helper.make_node("OneHot", ["i", "depth", "values"], ["y"], axis=0)
-    model = _model(node, [("i", TensorProto.INT64, [None]), ("depth", TensorProto.FLOAT, []),
-                          ("values", TensorProto.FLOAT, [2])], [("y", TensorProto.FLOAT)])  # fmt: skip
+    model = _model(
+        node,
+        [("i", TensorProto.INT64, [None]), ("depth", TensorProto.FLOAT, []), ("values", TensorProto.FLOAT, [2])],
+        [("y", TensorProto.FLOAT)],
+    )
     feeds = [np.array([0, -1, 3, 7, -5], np.int64), np.array(4.0, np.float32), np.array([-1, 2], np.float32)]
     _assert_like_onnxruntime(model, feeds)
 
 
 def test_float16_network_keeps_float32_eye_and_pad_values_in_float16():
-    nodes = [helper.make_node("EyeLike", ["x"], ["eye"], k=1, dtype=TensorProto.FLOAT),
-             helper.make_node("Pad", ["eye"], ["y"], mode="constant", pads=[0, 1, 0, 0], value=0.5)]  # fmt: skip
+    nodes = [
+        helper.make_node("EyeLike", ["x"], ["eye"], k=1, dtype=TensorProto.FLOAT),
+        helper.make_node("Pad", ["eye"], ["y"], mode="constant", pads=[0, 1, 0, 0], value=0.5),
+    ]
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [3, 3])],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [3, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )  # fmt: skip
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
     network = OnnxGraphModule(model, compute_dtype=tf.float16, fuse=False)
     graph_fn = tf.function(lambda x: network(x), autograph=False).get_concrete_function(tf.TensorSpec([3, 3], tf.int64))

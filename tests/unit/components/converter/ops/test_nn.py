@@ -13,8 +13,12 @@ from onnx.reference import ReferenceEvaluator
 
 from torchtfx.components.converter.translator import OnnxGraphModule
 
-_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.float16): TensorProto.FLOAT16,
-         np.dtype(np.int64): TensorProto.INT64, np.dtype(np.bool_): TensorProto.BOOL}  # fmt: skip
+_ELEM = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.float16): TensorProto.FLOAT16,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.bool_): TensorProto.BOOL,
+}
 
 
 def _model(node: onnx.NodeProto, inputs: dict[str, np.ndarray], outputs: int, opset: int, types=()) -> onnx.ModelProto:
@@ -23,11 +27,14 @@ def _model(node: onnx.NodeProto, inputs: dict[str, np.ndarray], outputs: int, op
     first = _ELEM[next(iter(inputs.values())).dtype] if inputs else TensorProto.FLOAT
     types = list(types) + [first] * (outputs - len(types))
     graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, _ELEM[v.dtype], ["N", *v.shape[1:]] if v.ndim else [])
-         for k, v in inputs.items()],
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(k, _ELEM[v.dtype], ["N", *v.shape[1:]] if v.ndim else [])
+            for k, v in inputs.items()
+        ],
         [helper.make_tensor_value_info(name, t, None) for name, t in zip(node.output[:outputs], types, strict=True)],
-    )  # fmt: skip
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -90,8 +97,11 @@ def test_batch_normalization_of_old_opsets_spatial_and_per_activation(opset):
 
 def test_instance_lrn_mvn_and_lp_normalization_with_an_unknown_batch():
     x = _f(2, 6, 3, 3)
-    _check(helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3),
-           {"x": x, "s": _f(6, seed=1), "b": _f(6, seed=2)}, rtol=1e-4)  # fmt: skip
+    _check(
+        helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-3),
+        {"x": x, "s": _f(6, seed=1), "b": _f(6, seed=2)},
+        rtol=1e-4,
+    )
     _check(helper.make_node("LRN", ["x"], ["y"], size=3, alpha=0.1, beta=0.6, bias=2.0), {"x": x}, rtol=1e-4)
     _check(helper.make_node("MeanVarianceNormalization", ["x"], ["y"], axes=[0, 2]), {"x": x}, rtol=1e-4)
     x[0, :, 0, 0] = 0  # a zero norm gives zeros, as onnxruntime's
@@ -160,8 +170,10 @@ def test_dropout_in_training_mode_zeroes_and_rescales():
 def test_a_sparse_constant_is_densified():
     values = helper.make_tensor("v", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
     want = np.array([[0, 1, 0], [0, 2, 3]], np.float32)
-    for indices in (helper.make_tensor("i", TensorProto.INT64, [3], [1, 4, 5]),
-                    helper.make_tensor("i", TensorProto.INT64, [3, 2], [0, 1, 1, 1, 1, 2])):  # fmt: skip
+    for indices in (
+        helper.make_tensor("i", TensorProto.INT64, [3], [1, 4, 5]),
+        helper.make_tensor("i", TensorProto.INT64, [3, 2], [0, 1, 1, 1, 1, 2]),
+    ):
         sparse = helper.make_sparse_tensor(values, indices, [2, 3])
         model = _model(helper.make_node("Constant", [], ["y"], sparse_value=sparse), {}, 1, 13)
         np.testing.assert_array_equal(_translated(model, {})[0], want)

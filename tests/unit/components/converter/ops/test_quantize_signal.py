@@ -190,16 +190,28 @@ def test_mel_weight_matrix_from_run_time_values():
 
 @pytest.mark.parametrize("mode", ["IDF", "TFIDF"])
 def test_tfidf_weighting_with_unigrams_and_skipped_bigrams(mode):
-    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode=mode, min_gram_length=1, max_gram_length=2,
-                            max_skip_count=2, ngram_counts=[0, 3], ngram_indexes=[0, 1, 2, 3, 2],
-                            pool_int64s=[2, 3, 5, 2, 3, 5, 4], weights=[0.5, 2.0, 3.0, 4.0, 9.0])  # fmt: skip
+    node = helper.make_node(
+        "TfIdfVectorizer",
+        ["x"],
+        ["y"],
+        mode=mode,
+        min_gram_length=1,
+        max_gram_length=2,
+        max_skip_count=2,
+        ngram_counts=[0, 3],
+        ngram_indexes=[0, 1, 2, 3, 2],
+        pool_int64s=[2, 3, 5, 2, 3, 5, 4],
+        weights=[0.5, 2.0, 3.0, 4.0, 9.0],
+    )
     feeds = {"x": np.array([[2, 3, 5, 4, 3, 3], [5, 0, 4, 2, 1, 3]], np.int32)}
     _check(node, feeds, batch=("x",), opset=9)
 
 
 def test_quantize_round_trip_in_a_float16_network():
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])]  # fmt: skip
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+    ]
     graph = helper.make_graph(
         nodes,
         "g",

@@ -17,19 +17,25 @@ from onnx.reference import ReferenceEvaluator
 
 from torchtfx.components.converter.translator import OnnxGraphModule
 
-_ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
-         np.dtype(np.uint8): TensorProto.UINT8}  # fmt: skip
+_ELEM = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.uint8): TensorProto.UINT8,
+}
 
 
 def _model(node, inputs: dict, constants: dict, opset: int, out_type=None) -> onnx.ModelProto:
     """One node; inputs of rank > 1 have an unknown batch dimension, ``constants`` are initializers."""
     graph = helper.make_graph(
-        [node], "g",
-        [helper.make_tensor_value_info(k, _ELEM[v.dtype], ["N", *v.shape[1:]] if v.ndim > 1 else list(v.shape))
-         for k, v in inputs.items()],
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(k, _ELEM[v.dtype], ["N", *v.shape[1:]] if v.ndim > 1 else list(v.shape))
+            for k, v in inputs.items()
+        ],
         [helper.make_tensor_value_info(node.output[0], out_type or _ELEM[next(iter(inputs.values())).dtype], None)],
         [numpy_helper.from_array(v, k) for k, v in constants.items()],
-    )  # fmt: skip
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
@@ -78,14 +84,21 @@ def test_resize_antialias_with_sizes_and_axes_given_at_run_time(mode):
 
 
 def test_resize_keep_aspect_ratio_with_run_time_sizes():
-    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[2, 3],
-                            keep_aspect_ratio_policy="not_smaller")  # fmt: skip
+    node = helper.make_node(
+        "Resize", ["x", "", "", "sizes"], ["y"], mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_smaller"
+    )
     _check(node, {"x": _f(2, 3, 6, 8), "sizes": np.array([5, 5], np.int64)})
 
 
 def test_resize_tf_crop_and_resize_with_run_time_roi_extrapolates_outside():
-    node = helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="cubic", extrapolation_value=-7.0,
-                            coordinate_transformation_mode="tf_crop_and_resize")  # fmt: skip
+    node = helper.make_node(
+        "Resize",
+        ["x", "roi", "", "sizes"],
+        ["y"],
+        mode="cubic",
+        extrapolation_value=-7.0,
+        coordinate_transformation_mode="tf_crop_and_resize",
+    )
     roi = np.array([0, 0, -0.2, 0.1, 1, 1, 0.8, 1.3], np.float32)
     _check(node, {"x": _f(2, 3, 5, 6), "roi": roi, "sizes": np.array([2, 3, 4, 5], np.int64)})
 
@@ -134,8 +147,16 @@ def test_grid_sample_volumetric_reflection_and_in_a_float16_network():
 @pytest.mark.parametrize(("mode", "ratio"), [("avg", 0), ("max", 2)])
 def test_roi_align_adaptive_and_fixed_sampling(mode, ratio):
     rois = np.array([[0, 0, 5, 7], [1.3, 2.2, 11.7, 9.1], [-2, -1, 15, 13], [3, 3, 3.2, 3.1]], np.float32)
-    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], mode=mode, sampling_ratio=ratio,
-                            spatial_scale=0.5, output_height=3, output_width=4)  # fmt: skip
+    node = helper.make_node(
+        "RoiAlign",
+        ["x", "rois", "batch"],
+        ["y"],
+        mode=mode,
+        sampling_ratio=ratio,
+        spatial_scale=0.5,
+        output_height=3,
+        output_width=4,
+    )
     _check(node, {"x": _f(2, 4, 12, 14), "rois": rois, "batch": np.array([0, 1, 0, 1], np.int64)}, opset=16)
 
 
@@ -145,8 +166,12 @@ def test_non_max_suppression_per_class_with_a_run_time_limit_and_no_score_thresh
     centre, size = rng.random((2, 30, 2)) * 10, rng.random((2, 30, 2)) * 4 + 0.5
     boxes = np.concatenate([centre, size] if center else [centre - size / 2, centre + size / 2], -1)
     node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou"], ["y"], center_point_box=center)
-    inputs = {"boxes": boxes.astype(np.float32), "scores": rng.random((2, 3, 30)).astype(np.float32),
-              "limit": np.array([limit], np.int64), "iou": np.array([0.4], np.float32)}  # fmt: skip
+    inputs = {
+        "boxes": boxes.astype(np.float32),
+        "scores": rng.random((2, 3, 30)).astype(np.float32),
+        "limit": np.array([limit], np.int64),
+        "iou": np.array([0.4], np.float32),
+    }
     _check(node, inputs, opset=11, out_type=TensorProto.INT64)
 
 
@@ -156,8 +181,9 @@ def _encoded(image: np.ndarray, fmt: str) -> np.ndarray:
     return np.frombuffer(buffer.getvalue(), np.uint8)
 
 
-@pytest.mark.parametrize(("fmt", "pixel_format"), [("PNG", "Grayscale"), ("BMP", "BGR"), ("PPM", "RGB"),
-                                                   ("JPEG", "Grayscale")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "pixel_format"), [("PNG", "Grayscale"), ("BMP", "BGR"), ("PPM", "RGB"), ("JPEG", "Grayscale")]
+)
 def test_image_decoder_formats_tf_reads_as_pillow(fmt, pixel_format):
     image = (np.random.default_rng(0).random((9, 13, 3)) * 255).astype(np.uint8)
     node = helper.make_node("ImageDecoder", ["data"], ["y"], pixel_format=pixel_format)

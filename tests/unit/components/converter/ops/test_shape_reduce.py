@@ -73,10 +73,17 @@ def test_reduce_with_empty_axes_and_noop_returns_the_input():
 
 @pytest.mark.parametrize(
     ("name", "dtype", "want"),
-    [("ReduceMax", np.float32, -np.inf), ("ReduceMin", np.float32, np.inf), ("ReduceProd", np.float32, 1),
-     ("ReduceLogSum", np.float32, -np.inf), ("ReduceLogSumExp", np.float32, -np.inf), ("ReduceL2", np.float32, 0),
-     ("ReduceMax", np.int32, np.iinfo(np.int32).min), ("ReduceSum", np.int64, 0)],
-)  # fmt: skip
+    [
+        ("ReduceMax", np.float32, -np.inf),
+        ("ReduceMin", np.float32, np.inf),
+        ("ReduceProd", np.float32, 1),
+        ("ReduceLogSum", np.float32, -np.inf),
+        ("ReduceLogSumExp", np.float32, -np.inf),
+        ("ReduceL2", np.float32, 0),
+        ("ReduceMax", np.int32, np.iinfo(np.int32).min),
+        ("ReduceSum", np.int64, 0),
+    ],
+)
 def test_reductions_of_an_empty_set(name, dtype, want):
     node = helper.make_node(name, ["x", "axes"], ["y0"], keepdims=0)
     feeds = {"x": np.zeros([2, 0, 3], dtype), "axes": np.array([1], np.int64)}

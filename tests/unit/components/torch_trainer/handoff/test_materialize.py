@@ -71,9 +71,16 @@ def test_split_streams_in_chunks_into_loadable_arrays(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("sizes", "dtype"),
-    [((5,), np.int8), ((128,), np.int8), ((129,), np.int16), ((5, 40_000), np.int32), ((2**31,), np.int32),
-     ((2**31 + 1,), np.int64), ((), np.int64)],
-)  # fmt: skip
+    [
+        ((5,), np.int8),
+        ((128,), np.int8),
+        ((129,), np.int16),
+        ((5, 40_000), np.int32),
+        ((2**31,), np.int32),
+        ((2**31 + 1,), np.int64),
+        ((), np.int64),
+    ],
+)
 def test_ids_are_stored_in_the_narrowest_type_that_holds_the_largest_vocabulary(sizes, dtype):
     assert id_dtype(sizes) == np.dtype(dtype)
 

@@ -199,8 +199,9 @@ def test_torchtfx_run_fails_naming_a_factory_that_calls_sys_exit(exiting_file, t
 
     from torchtfx.pipeline.cli.main import cli
 
-    result = CliRunner().invoke(cli, ["run", "--model", f"{exiting_file}:build", "--pipeline-root",
-                                      str(tmp_path / "root")])  # fmt: skip
+    result = CliRunner().invoke(
+        cli, ["run", "--model", f"{exiting_file}:build", "--pipeline-root", str(tmp_path / "root")]
+    )
     assert result.exit_code == 1, result.output
     assert f"Error: model factory '{exiting_file}:build' called sys.exit(0) while building the model" in result.output
     assert "Traceback" not in result.output and not (tmp_path / "root").exists()
@@ -270,6 +271,9 @@ def test_a_model_that_fails_in_pytorch_at_one_row_is_refused_in_seconds_with_tor
 
 
 def test_a_forward_ending_in_squeeze_is_refused_at_one_row_naming_the_dropped_batch_axis():
-    with pytest.raises(ModelConfigError, match=r"returned \(\) torch.float32 for a batch of 1; .* shape \(1,\) \(the "
-                       r"batch axis was dropped for one row: squeeze\(-1\), not squeeze\(\), keeps it\)"):  # fmt: skip
+    with pytest.raises(
+        ModelConfigError,
+        match=r"returned \(\) torch.float32 for a batch of 1; .* shape \(1,\) \(the "
+        r"batch axis was dropped for one row: squeeze\(-1\), not squeeze\(\), keeps it\)",
+    ):
         build_model(ModelConfig(factory=f"{__name__}:ends_with_squeeze"), SPEC)

@@ -134,9 +134,15 @@ def _export(model: nn.Module, spec: ModelSpec) -> tuple[nn.Module, onnx.ModelPro
     buffer = io.BytesIO()
     with _exporting():
         torch.onnx.export(
-            wrapped, _batch(spec, [TRACE[1], 2, 0, 4, 1], TRACE[1], seed=1), buffer, input_names=names,
-            output_names=["probabilities"], dynamic_axes=axes, opset_version=17, dynamo=False,
-        )  # fmt: skip
+            wrapped,
+            _batch(spec, [TRACE[1], 2, 0, 4, 1], TRACE[1], seed=1),
+            buffer,
+            input_names=names,
+            output_names=["probabilities"],
+            dynamic_axes=axes,
+            opset_version=17,
+            dynamo=False,
+        )
     return wrapped, onnx.load_from_string(buffer.getvalue())
 
 
@@ -222,8 +228,15 @@ def test_plain_self_attention_bakes_the_length_into_the_legacy_export_and_self_a
     for attention in (nn.MultiheadAttention(8, 2, batch_first=True), SelfAttention(8, 2, batch_first=True)):
         buffer = io.BytesIO()
         with _exporting():
-            torch.onnx.export(Attend(attention).eval(), (torch.randn(2, 7, 8),), buffer, input_names=["x"],
-                              dynamic_axes={"x": {0: "b", 1: "l"}}, opset_version=17, dynamo=False)  # fmt: skip
+            torch.onnx.export(
+                Attend(attention).eval(),
+                (torch.randn(2, 7, 8),),
+                buffer,
+                input_names=["x"],
+                dynamic_axes={"x": {0: "b", 1: "l"}},
+                opset_version=17,
+                dynamo=False,
+            )
         session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
         try:
             session.run(None, {"x": np.zeros((3, 4, 8), np.float32)})

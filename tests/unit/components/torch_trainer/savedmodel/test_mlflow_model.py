@@ -92,8 +92,9 @@ def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_sa
         print("leaked:", [m for m in ("torch", "onnx2tf") if m in sys.modules])
     """
     env = {**os.environ, "MLFLOW_ALLOW_PICKLE_DESERIALIZATION": "false"}
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                          timeout=300, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.strip().splitlines()
     served = np.array(json.loads(lines[-2]))
@@ -152,8 +153,9 @@ def test_the_pytorch_form_of_a_file_factory_runs_its_stored_code_only_with_trust
 
 
 def test_outputs_frame_keeps_multiclass_rows_as_lists():
-    frame = mlflow_model.outputs_frame({"probabilities": np.array([[0.2, 0.8], [0.6, 0.4]], np.float32),
-                                        "classes": np.array([[b"Cash", b"Card"]] * 2)})  # fmt: skip
+    frame = mlflow_model.outputs_frame(
+        {"probabilities": np.array([[0.2, 0.8], [0.6, 0.4]], np.float32), "classes": np.array([[b"Cash", b"Card"]] * 2)}
+    )
     assert list(frame.columns) == ["classes", "probabilities"]
     assert frame["classes"][0].tolist() == ["Cash", "Card"] and frame["probabilities"][1].tolist() == pytest.approx(
         [0.6, 0.4]
@@ -179,9 +181,24 @@ def test_mlflow_models_serve_answers_invocations_like_the_saved_model(built, tmp
     port = _free_port()
     venv_bin = os.path.dirname(sys.executable)  # as in an activated venv: mlflow execs `uvicorn` from PATH
     env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
-    server = subprocess.Popen([os.path.join(venv_bin, "mlflow"), "models", "serve", "-m", str(dest),
-                               "--env-manager", "local", "-h", "127.0.0.1", "-p", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=open(tmp_path / "serve.log", "w"))  # fmt: skip
+    server = subprocess.Popen(
+        [
+            os.path.join(venv_bin, "mlflow"),
+            "models",
+            "serve",
+            "-m",
+            str(dest),
+            "--env-manager",
+            "local",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "serve.log", "w"),
+    )
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -194,8 +211,9 @@ def test_mlflow_models_serve_answers_invocations_like_the_saved_model(built, tmp
                 time.sleep(1)
         frame = mlflow_model.frame_from_examples(examples[:16], mlflow_model.feature_kinds(examples))
         body = json.dumps({"dataframe_split": json.loads(frame.to_json(orient="split", index=False))}).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/invocations", body,
-                                         {"Content-Type": "application/json"})  # fmt: skip
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/invocations", body, {"Content-Type": "application/json"}
+        )
         answer = json.loads(urllib.request.urlopen(request, timeout=60).read())
     finally:
         server.terminate()

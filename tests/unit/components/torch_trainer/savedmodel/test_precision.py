@@ -57,8 +57,10 @@ def test_binary_flips_at_the_threshold_and_the_limits_are_inclusive():
     over = drift_figures(ref, var, "binary", LIMITS.replace(max_abs_diff=0.125, max_flip_rate=0.24), "m")
     assert over.violations == ("1 of 4 decisions flip at p >= 0.5 (25.00%, limit 24.00%)",)
     # The threshold is the config's: the first row crosses 0.45, the last crosses 0.8, no row crosses 0.3 or 0.6.
-    flips = {t: drift_figures(ref, var, "binary", LIMITS.replace(decision_threshold=t), "m").flips
-             for t in (0.3, 0.45, 0.6, 0.8)}  # fmt: skip
+    flips = {
+        t: drift_figures(ref, var, "binary", LIMITS.replace(decision_threshold=t), "m").flips
+        for t in (0.3, 0.45, 0.6, 0.8)
+    }
     assert flips == {0.3: 0, 0.45: 1, 0.6: 0, 0.8: 1}
 
 
@@ -103,9 +105,14 @@ def test_report_metrics_json_and_bad_input():
     report = drift_figures(np.array([0.25, 0.75]), np.array([0.25, 0.7578125]), "binary", LIMITS, "float16 network")
     assert report.passed
     assert report.to_metrics() == {
-        "fp16_examples": 2.0, "fp16_max_abs_diff": 0.0078125, "fp16_mean_abs_diff": 0.00390625,
-        "fp16_non_finite": 0.0, "fp16_flips": 0.0, "fp16_flip_rate": 0.0, "fp16_passed": 1.0,
-    }  # fmt: skip
+        "fp16_examples": 2.0,
+        "fp16_max_abs_diff": 0.0078125,
+        "fp16_mean_abs_diff": 0.00390625,
+        "fp16_non_finite": 0.0,
+        "fp16_flips": 0.0,
+        "fp16_flip_rate": 0.0,
+        "fp16_passed": 1.0,
+    }
     loaded = json.loads(report.to_json())
     assert (
         loaded["limits"]["max_flip_rate"] == 0.001
@@ -131,10 +138,41 @@ def _i(*values) -> np.ndarray:
     return np.array(values, np.int64)
 
 
-_UNARY = ["Identity", "Sqrt", "Erf", "Relu", "Sigmoid", "Tanh", "Exp", "Log", "Neg", "Abs", "Floor", "Ceil",
-          "Reciprocal", "Softplus", "Sign", "Elu", "HardSigmoid", "Flatten"]  # fmt: skip
-_BINARY = ["Add", "Sub", "Mul", "Div", "Pow", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Min",
-           "Max", "Sum"]  # fmt: skip
+_UNARY = [
+    "Identity",
+    "Sqrt",
+    "Erf",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Exp",
+    "Log",
+    "Neg",
+    "Abs",
+    "Floor",
+    "Ceil",
+    "Reciprocal",
+    "Softplus",
+    "Sign",
+    "Elu",
+    "HardSigmoid",
+    "Flatten",
+]
+_BINARY = [
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "Equal",
+    "Less",
+    "Greater",
+    "LessOrEqual",
+    "GreaterOrEqual",
+    "Min",
+    "Max",
+    "Sum",
+]
 FLOAT_OPS = (
     [(op, {}, [_f(4, 3, positive=True)]) for op in _UNARY]
     + [(op, {}, [_f(4, 3, positive=True), _f(4, 3)]) for op in _BINARY]
@@ -249,8 +287,9 @@ def test_a_multiclass_float16_network_keeps_its_softmax_rows(tmp_path):
     spec = ModelSpec(SPEC.dense_features, SPEC.categorical_features, SPEC.cardinalities, "multiclass", 4)
     torch.manual_seed(0)
     split = _split(spec)
-    export_onnx(ExportHead(build_model(ModelConfig(factory="ft_transformer"), spec), "multiclass"), split,
-                tmp_path / "m.onnx")  # fmt: skip
+    export_onnx(
+        ExportHead(build_model(ModelConfig(factory="ft_transformer"), spec), "multiclass"), split, tmp_path / "m.onnx"
+    )
     full = _outputs(OnnxGraphModule(onnx.load(str(tmp_path / "m.onnx"))), split)
     half = _outputs(reduced_precision_network(tmp_path / "m.onnx")[0], split)
     report = drift_figures(full, half, "multiclass", LIMITS, "m")
@@ -331,8 +370,9 @@ def test_the_tf_trt_path_saves_and_serves_a_converted_network(default_mlp, tiny_
     """TF-TRT cannot run without a GPU; the rest of its path (network-only SavedModel, converted, loaded back
     under the serving signatures) runs here with a converter that copies the network unchanged."""
     t = tiny_taxi
-    precision._tf_trt_variant(default_mlp / "model.onnx", t.tft_output, t.cfg, t.layout, default_mlp / "copied",
-                              convert=shutil.copytree)  # fmt: skip
+    precision._tf_trt_variant(
+        default_mlp / "model.onnx", t.tft_output, t.cfg, t.layout, default_mlp / "copied", convert=shutil.copytree
+    )
     assert set(tf.saved_model.load(str(default_mlp / "copied")).signatures) == {"serving_default", "transform_features"}
     # The same network in a SavedModel rebuilt around it (see FLOAT32_RERUN_TOLERANCE); a float16 network,
     # what this path must not be confused with, is 5e-4 off.

@@ -150,14 +150,24 @@ def test_the_trainer_refuses_a_variant_whose_routing_flips_though_its_probabilit
     export_and_serve(tiny_taxi, model, tmp_path / "export" / "model.onnx", tmp_path / "Format-Serving")
     tiny_taxi.arrays.save(tmp_path / "arrays" / "eval")
     request = flow.TrainRequest(
-        dataset=tiny_taxi.cfg, hparams=TrainerHParams(serving=ServingConfig(precision="fp16")),
-        split_uris={"eval": str(tiny_taxi.examples_dir)}, transform_graph_uri="", model_uri=str(tmp_path),
-        serving_dir=str(tmp_path / "Format-Serving"), run_uri=str(tmp_path / "run"), work_dir=str(tmp_path / "work"),
-        mlflow_tracking_uri="", mlflow_experiment="", mlflow_run_name="", mlflow_tags={}, parity_tolerance=1e-5,
-    )  # fmt: skip
+        dataset=tiny_taxi.cfg,
+        hparams=TrainerHParams(serving=ServingConfig(precision="fp16")),
+        split_uris={"eval": str(tiny_taxi.examples_dir)},
+        transform_graph_uri="",
+        model_uri=str(tmp_path),
+        serving_dir=str(tmp_path / "Format-Serving"),
+        run_uri=str(tmp_path / "run"),
+        work_dir=str(tmp_path / "work"),
+        mlflow_tracking_uri="",
+        mlflow_experiment="",
+        mlflow_run_name="",
+        mlflow_tags={},
+        parity_tolerance=1e-5,
+    )
 
-    outcome = flow.reduced_precision(request, tiny_taxi.tft_output, tiny_taxi.layout, tmp_path / "export",
-                                     tmp_path / "arrays")  # fmt: skip
+    outcome = flow.reduced_precision(
+        request, tiny_taxi.tft_output, tiny_taxi.layout, tmp_path / "export", tmp_path / "arrays"
+    )
 
     drift = outcome.drift
     print(outcome.reason)
@@ -185,6 +195,9 @@ def test_a_model_without_top_k_has_no_routing_figure(tmp_path):
 def test_the_routing_limit_parses_and_a_negative_one_is_refused():
     parsed = ServingConfig.parse({"precision": "fp16", "drift_limits": {"max_routing_flip_rate": 0.05}}, "d.yaml")
     assert parsed.drift_limits.max_routing_flip_rate == 0.05 and LIMITS.max_routing_flip_rate == 0.01
-    with pytest.raises(ServingPrecisionError, match=r"d\.yaml: drift_limits\.max_routing_flip_rate: .*greater than or "
-                       r"equal to 0, got -0\.1"):  # fmt: skip
+    with pytest.raises(
+        ServingPrecisionError,
+        match=r"d\.yaml: drift_limits\.max_routing_flip_rate: .*greater than or "
+        r"equal to 0, got -0\.1",
+    ):
         ServingConfig.parse({"drift_limits": {"max_routing_flip_rate": -0.1}}, "d.yaml")

@@ -30,8 +30,11 @@ class SqueezedThenIndexed(nn.Module):
 
 def _split(rows: int = 40) -> ArraySplit:
     rng = np.random.default_rng(0)
-    return ArraySplit(dense=rng.normal(size=(rows, 3)).astype(np.float32),
-                      categorical=np.zeros((rows, 1), np.int64), label=np.zeros(rows, np.float32))  # fmt: skip
+    return ArraySplit(
+        dense=rng.normal(size=(rows, 3)).astype(np.float32),
+        categorical=np.zeros((rows, 1), np.int64),
+        label=np.zeros(rows, np.float32),
+    )
 
 
 def test_an_export_that_fails_because_pytorch_fails_at_one_row_says_so_with_torch_s_error(tmp_path):
