@@ -178,3 +178,22 @@ def test_the_marker_stops_the_restarts_even_when_its_text_cannot_be_written(tmp_
     marker = fatal.fatal_marker(tmp_path)
     assert marker.exists() and marker.read_text() == "" and [p.name for p in tmp_path.iterdir()] == [marker.name]
     assert "a worker's error (not recorded: disk full?)" in failure_message(1, marker, "train.log", [])
+
+
+def test_a_worker_the_agent_terminates_while_a_peer_s_death_is_handled_is_not_fatal():
+    """The fault test's race: rank 1 saw rank 0's death in an all-reduce, then the agent's SIGTERM arrived while
+    that error was handled; torch's handler raised SignalException, which used to be recorded as fatal."""
+    import signal
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    peer_died = RuntimeError("[../gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:23969")
+    try:
+        try:
+            raise peer_died
+        except RuntimeError:
+            raise SignalException("Process 13947 got signal: 15", sigval=signal.SIGTERM)  # noqa: B904
+    except SignalException as terminated:
+        assert fatal.is_peer_failure(terminated)
+    assert fatal.is_peer_failure(SignalException("Process 1 got signal: 15", sigval=signal.SIGTERM))
+    assert not fatal.is_peer_failure(ValueError("the user's own bug"))
