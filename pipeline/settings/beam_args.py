@@ -57,6 +57,13 @@ class BeamSettings(StrictConfig):
     _known_mode = one_of("mode", BEAM_MODES, "beam mode")
 
 
+def _site_root(module_file: Path) -> Path:
+    """The folder that holds the ``torchtfx`` namespace this module was imported from (site-packages, or a
+    checkout's import root): one level up per dot in the module's name, wherever the module moves (a move from
+    pipeline/ to pipeline/settings/ once made an installed run refuse its own distribution)."""
+    return module_file.parents[__name__.count(".")]
+
+
 class WorkerPackageError(RuntimeError):
     """The installed torchtfx cannot be packaged for Beam workers."""
 
@@ -115,15 +122,15 @@ def running_distribution() -> metadata.Distribution:
         dist = metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
         raise WorkerPackageError(
-            f"torchtfx runs from {Path(__file__).parent.parent} but no {DISTRIBUTION} "
+            f"torchtfx runs from {_site_root(Path(__file__).resolve())} but no {DISTRIBUTION} "
             "distribution is installed; install it with pip"
         ) from None
     here = Path(__file__).resolve()
-    recorded = Path(str(dist.locate_file(here.relative_to(here.parents[2]).as_posix()))).resolve()
+    recorded = Path(str(dist.locate_file(here.relative_to(_site_root(here)).as_posix()))).resolve()
     if recorded != here:
         raise WorkerPackageError(
             f"the {DISTRIBUTION} distribution found first on sys.path ({dist.locate_file('')}) is not the one running "
-            f"({here.parents[2]}); uninstall one of them, or run from the environment that holds the other"
+            f"({_site_root(here)}); uninstall one of them, or run from the environment that holds the other"
         )
     return dist
 

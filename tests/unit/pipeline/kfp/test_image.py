@@ -42,3 +42,19 @@ def test_paths_match_the_pool_configuration():
     assert f'Path("{embedded}")' in DOCKERFILE
     for folder in ("pipeline", "components", "data", "schema"):
         assert f"COPY {folder}/ {folder}/" in DOCKERFILE
+
+
+def test_every_torchtfx_name_the_image_build_imports_exists():
+    """The build's Python steps import torchtfx modules by dotted path; a module move (issue #42) once left
+    ``from torchtfx.data.sources import default_data_dir`` there, which only a docker build would have found."""
+    import importlib
+
+    modules = re.findall(r"import ((?:torchtfx\.[\w.]+(?:, )?)+)", DOCKERFILE)
+    names = re.findall(r"^from (torchtfx\.[\w.]+) import ([\w, ]+)$", DOCKERFILE, re.M)
+    assert modules and names  # the patterns still match the Dockerfile
+    for group in modules:
+        for module in group.split(", "):
+            importlib.import_module(module)
+    for module, imported in names:
+        for name in imported.split(", "):
+            assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
