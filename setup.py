@@ -36,6 +36,8 @@ setup(
         "torch",
         "onnx",
         "onnxruntime",
+        "transformers",
+        "tokenizers",
         "onnx2tf",
         "onnx_graphsurgeon",
         "sng4onnx",
