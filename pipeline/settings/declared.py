@@ -59,7 +59,28 @@ class Setting:
 _TRAINER_OPTIONS = {
     "epochs": Option("--epochs", "positive_int"),
     "batch_size": Option("--batch-size", "positive_int"),
-    "learning_rate": Option("--learning-rate", "float"),
+    "learning_rate": Option(
+        "--learning-rate",
+        "float",
+        "The learning rate; with a pretrained transformers encoder, the encoder's (see --head-learning-rate).",
+    ),
+    "head_learning_rate": Option(
+        "--head-learning-rate",
+        "float",
+        "The learning rate of every parameter outside a pretrained transformers encoder (the new head, tabular "
+        "embeddings); none: --learning-rate.",
+    ),
+    "warmup_ratio": Option(
+        "--warmup-ratio",
+        "float",
+        "The first fraction of all planned steps (0 <= x < 1) raises the learning rate linearly from 0.",
+    ),
+    "lr_schedule": Option(
+        "--lr-schedule",
+        "choice",
+        "After the warmup: constant, or a cosine or linear decay to 0 over the remaining steps.",
+        ("constant", "cosine", "linear"),
+    ),
     "seed": Option("--seed", "int"),
     "num_workers": Option(
         "--num-workers",
@@ -95,9 +116,9 @@ _GATE_OPTIONS = {
     "max_auc_drop": Option("--max-auc-drop", "float", "Allowed AUC drop against the champion (binary tasks)."),
 }
 _MODEL_HELP = (
-    "Model factory: mlp, resnet, dcn, ft_transformer, with text features text_transformer, text_moe, text_cnn; "
-    "package.module:function or path/to/file.py:function. Default: mlp, text_transformer for a dataset with text "
-    "features."
+    "Model factory: mlp, resnet, dcn, ft_transformer, with text features text_transformer, text_moe, text_cnn, "
+    "hf_sequence_classifier (tokenizer: pretrained); package.module:function or path/to/file.py:function. Default: "
+    "mlp, text_transformer for a dataset with text features, hf_sequence_classifier with a pretrained one."
 )
 
 

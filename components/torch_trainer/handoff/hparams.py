@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 from typing import Annotated, Literal
 
 import pydantic
@@ -55,6 +56,40 @@ Epochs = whole_number(1, MAX_EPOCHS)
 BatchSize = whole_number(1, MAX_BATCH_SIZE)
 Threads = whole_number(1, MAX_WORKERS_PER_NODE)
 
+
+def _as_number(value: object) -> float | None:
+    """``value`` as a float (text included: YAML reads ``1e-4`` as text); None for anything else, bools too."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
+
+
+def _optional_learning_rate(value: object) -> object:
+    """None (the parameter group takes ``learning_rate``) or a finite number > 0."""
+    if value is None:
+        return None
+    number = _as_number(value)
+    if number is None or not math.isfinite(number) or number <= 0:
+        raise ValueError(f"must be a finite number > 0, or null for learning_rate's value, got {value!r}")
+    return number
+
+
+def _warmup_fraction(value: object) -> object:
+    """A fraction of the planned steps, 0 <= x < 1: one clear error naming the range and what it means."""
+    number = _as_number(value)
+    if number is None or not 0 <= number < 1:  # NaN fails both comparisons
+        raise ValueError(
+            f"must be a fraction of all planned steps from 0 to below 1 (0.1: the first 10% warm up), got {value!r}"
+        )
+    return number
+
+
+OptionalLearningRate = Annotated[float | None, pydantic.BeforeValidator(_optional_learning_rate)]
+WarmupRatio = Annotated[float, pydantic.BeforeValidator(_warmup_fraction)]
+
 # make bench, DDP scaling (tests/bench/results/README.md, section 3: the measured speed-ups): on 2 CPU cores, local SGD
 # every 16 steps beats plain DDP on gloo and local SGD every 8 steps, at the same eval AUC; the all-reduce of every
 # step is the cost.
@@ -74,13 +109,22 @@ class TrainerHParams(StrictConfig):
 
     epochs: Epochs = 12
     batch_size: BatchSize = 256
+    # The learning rate of every parameter inside a pretrained ``transformers.PreTrainedModel`` (the encoder a
+    # zoo factory loads from a checkpoint); the other parameters (a new head, tabular embeddings) take
+    # head_learning_rate. Fine-tuning gives the new head a higher rate than the pretrained body.
     learning_rate: PositiveFiniteFloat = 3e-3
+    # None: learning_rate. A model with no pretrained submodule has only "head" parameters: all take this rate.
+    head_learning_rate: OptionalLearningRate = None
+    # AdamW's decoupled decay; biases and normalization weights are never decayed (worker/optimization.py).
     weight_decay: NonNegativeFiniteFloat = 1e-5
     # The network: a zoo name or the user's factory, and its own hyperparameters (hidden units, dropout, ...).
     model: ModelConfig = ModelConfig()
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
-    # "cosine" decays the learning rate to 0 over all planned steps (epochs * steps per epoch).
-    lr_schedule: Literal["constant", "cosine"] = "constant"
+    # "cosine" and "linear" decay the learning rate to 0 over all planned steps (epochs * steps per epoch) after
+    # the warmup; "linear" is transformers' get_linear_schedule_with_warmup.
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    # The first fraction of all planned steps raises the learning rate linearly from 0 (warmup; 0: none).
+    warmup_ratio: WarmupRatio = 0.0
     grad_clip_norm: PositiveFiniteFloat = 1.0
     early_stopping_patience: Epochs = 3
     # An epoch improves on the best only when its eval loss is lower by more than this fraction of the best (0:

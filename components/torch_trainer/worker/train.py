@@ -43,7 +43,12 @@ from torchtfx.components.torch_trainer.worker.diagnostics import AnomalyWatch, N
 from torchtfx.components.torch_trainer.worker.distributed import DistContext, setup
 from torchtfx.components.torch_trainer.worker.fatal import is_peer_failure, record_fatal
 from torchtfx.components.torch_trainer.worker.metrics import headline, task_metrics
-from torchtfx.components.torch_trainer.worker.optimization import balanced_class_weights, make_optimizer, make_schedule
+from torchtfx.components.torch_trainer.worker.optimization import (
+    balanced_class_weights,
+    make_optimizer,
+    make_schedule,
+    mixed_precision,
+)
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun, improves
 from torchtfx.components.torch_trainer.worker.unused_parameters import (
     find_unused_parameters,
@@ -89,7 +94,8 @@ class Trainer:
         self.train_batches = ShardBatches(train_split, hp.batch_size, shuffle=True, seed=hp.seed)
         self.eval_batches = ShardBatches(eval_split, eval_batch_size(eval_split), shuffle=False, seed=hp.seed)
         self.optimizer = optimizer
-        self.amp = ctx.device.type == "cuda"
+        self.precision = mixed_precision(ctx.device)
+        self.amp = self.precision.scaled  # a GradScaler, which may skip steps
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp)
         self.schedule = make_schedule(optimizer, hp, len(self.train_batches))
         self.task = spec.task if spec else BINARY
@@ -169,7 +175,7 @@ class Trainer:
             # no_sync: DDP skips its gradient all-reduce; the ranks are brought together by averaging below.
             with self.model.no_sync() if local_sgd else contextlib.nullcontext():
                 with self.watch.locate(epoch + 1, step, self.ctx.rank):
-                    with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=self.amp):
+                    with torch.autocast("cuda", self.precision.dtype, enabled=self.precision.enabled):
                         scores, aux_loss = split_output(self.model(*inputs))
                         loss = self.loss_fn(scores.float(), label)
                         loss = loss if aux_loss is None else loss + aux_loss
@@ -314,7 +320,7 @@ def train_and_publish(job: TrainJob, ctx: DistContext) -> None:
     # No tracking URI: the server was unreachable and the run continues untracked (policy 'continue').
     tracker = publish.start_tracking(job) if ctx.is_main and job.mlflow_tracking_uri else None
     checkpoint = Path(job.run_dir) / contracts.CHECKPOINT_FILE
-    optimizer = make_optimizer(model, job.hparams)
+    optimizer = make_optimizer(model, job.hparams, log=ctx.is_main)
     spec = job.layout.model_spec()
     trainer = Trainer(model, train_split, eval_split, optimizer, ctx, job.hparams, checkpoint, tracker, spec)
     trainer.resume()
