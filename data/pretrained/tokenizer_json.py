@@ -17,6 +17,7 @@ from typing import Any
 from torchtfx.data.pretrained.checkpoint import TOKENIZER_FILE, CheckpointError
 
 WORDPIECE = "WordPiece"
+PAD_ID = 0
 _NORMALIZERS = ("BertNormalizer", None)
 _PRE_TOKENIZERS = ("BertPreTokenizer",)
 _KNOWN_KINDS = {
@@ -125,6 +126,10 @@ def read_tokenizer(folder: Path) -> TokenizerSpec:
     pad = padding.get("pad_token", "[PAD]")
     if unk not in ids or pad not in ids:
         raise CheckpointError(f"{path}: its unknown token {unk!r} or padding token {pad!r} has no id; save it again")
+    if ids[pad] != PAD_ID:
+        # Transform, the Trainer's batches and the export checks pad token ids with 0 (data/config/text.py), as
+        # BERT's own vocabulary does.
+        raise _refuse(path, f"its padding token {pad!r} has id {ids[pad]}, and torchtfx pads with id {PAD_ID}")
     cls_id, sep_id = _special_ids(path, raw, ids)
     return TokenizerSpec(
         path=path,
