@@ -43,6 +43,33 @@ BucketCount = whole_number(2, 10_000)
 _SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 
 
+# The trainer hyperparameters a dataset YAML may hold under ``trainer:`` (a training recipe for its model: a
+# pretrained encoder fine-tunes at ~1e-5 with warmup, not at the tabular default of 3e-3); their bounds are
+# TrainerHParams', checked when the settings are resolved (pipeline/settings/resolve.py).
+DATASET_TRAINER_KEYS = (
+    "epochs",
+    "batch_size",
+    "learning_rate",
+    "head_learning_rate",
+    "weight_decay",
+    "optimizer",
+    "lr_schedule",
+    "warmup_ratio",
+    "grad_clip_norm",
+    "early_stopping_patience",
+)
+
+
+def _trainer_recipe(recipe: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(recipe) - set(DATASET_TRAINER_KEYS))
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)} cannot be set in a dataset YAML; it may hold "
+            f"{', '.join(DATASET_TRAINER_KEYS)} (the others: pools.yaml or the command line)"
+        )
+    return recipe
+
+
 class DatasetConfigError(ConfigError):
     """The dataset config file is malformed or inconsistent."""
 
@@ -147,6 +174,8 @@ class DatasetConfig(_DatasetSection):
     model: ModelConfig = pydantic.Field(ModelConfig(), exclude=True)
     # The YAML's serving precision, a default for the Trainer's; left out of the JSON for the same reason.
     serving: ServingConfig = pydantic.Field(ServingConfig(), exclude=True)
+    # The YAML's trainer hyperparameters (DATASET_TRAINER_KEYS), defaults for the Trainer's; left out likewise.
+    trainer: dict[str, Any] = pydantic.Field({}, exclude=True)
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
     _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
@@ -324,8 +353,10 @@ class DatasetFile(_DatasetSection):
     gates: GateConfig = GateConfig()
     model: ModelConfig = ModelConfig()  # factory + hparams; --model / --model-hparam override it
     serving: ServingConfig = ServingConfig()  # precision + drift limits; --serving-precision overrides it
+    trainer: dict[str, Any] = {}  # learning_rate, warmup_ratio, ... (DATASET_TRAINER_KEYS); --learning-rate, ...
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
+    _trainer = pydantic.field_validator("trainer")(staticmethod(_trainer_recipe))
     _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
 
     @pydantic.field_validator("name")
@@ -368,6 +399,7 @@ class DatasetFile(_DatasetSection):
             gates=self.gates,
             model=self.model,
             serving=self.serving,
+            trainer=self.trainer,
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from torchtfx.components.promoter.public import LABEL_CONFIRMATIONS, SETTING_FLAG, STAGED
 from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREACHABLE_POLICIES
 from torchtfx.components.torch_trainer.public import TrainerHParams
+from torchtfx.data.config.dataset import DATASET_TRAINER_KEYS
 from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving_precision import PRECISIONS, DriftLimits, ServingConfig
@@ -129,6 +130,7 @@ def _trainer_settings() -> list[Setting]:
             TrainerHParams.default_of(name),
             _TRAINER_OPTIONS.get(name),
             pools=f"trainer.hyperparameters.{name}",
+            dataset=f"trainer.{name}" if name in DATASET_TRAINER_KEYS else None,
         )
         for name in TrainerHParams.model_fields
         if name not in _TRAINER_NOT_DECLARED

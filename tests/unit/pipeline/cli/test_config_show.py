@@ -65,7 +65,10 @@ def test_help_texts_take_their_defaults_from_the_declarations():
     run_help = _run("run", "--help").output
     assert "the dataset YAML's gates.auc_floor, else 0.75]" in " ".join(run_help.split())
     compile_help = " ".join(_run("compile", "--help").output.split())
-    assert "[default: pools.yaml's trainer.hyperparameters.epochs, else 12]" in compile_help
+    assert (
+        "[default: pools.yaml's trainer.hyperparameters.epochs, else the dataset YAML's trainer.epochs, else 12]"
+        in compile_help
+    )
     assert "--beam-mode" not in compile_help
 
 

@@ -1,6 +1,6 @@
 """The fine-tuning settings declared like ``learning_rate``: an option on the command line and a key in
-``pools.yaml``, resolved with their source, and a bad value refused before anything runs, naming the setting,
-where it came from and its range."""
+``pools.yaml``; the training recipe a dataset YAML may hold under ``trainer:``; each resolved with its source, and
+a bad value refused before anything runs, naming the setting, where it came from and its range."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import yaml
 from click.testing import CliRunner
 
 from tests.paths import PROJECT_ROOT
+from torchtfx.components.torch_trainer.public import TrainerHParams
+from torchtfx.data.config.dataset import DATASET_TRAINER_KEYS
 from torchtfx.pipeline.cli.main import cli
-from torchtfx.pipeline.settings.declared import BY_KEY
+from torchtfx.pipeline.settings.declared import BY_KEY, LOCAL
+from torchtfx.pipeline.settings.layers import command_line_layer
+from torchtfx.pipeline.settings.resolve import resolve_settings, show_path
 
 
 def _show(*args: str):
@@ -79,3 +83,46 @@ def test_a_bad_value_in_pools_yaml_is_refused_with_the_file_and_key(tmp_path):
     assert f"{pools}: trainer.hyperparameters.warmup_ratio: must be a fraction of all planned steps" in " ".join(
         result.output.split()
     )
+
+
+def _dataset_with(tmp_path, trainer: str):
+    data = tmp_path / "mine.yaml"
+    data.write_text((PROJECT_ROOT / "data" / "datasets" / "taxi.yaml").read_text() + f"trainer:\n{trainer}")
+    return data
+
+
+def test_every_trainer_key_a_dataset_yaml_may_hold_is_a_trainer_setting():
+    assert set(DATASET_TRAINER_KEYS) <= set(TrainerHParams.model_fields)
+    assert {k for k, s in BY_KEY.items() if s.dataset and s.dataset.startswith("trainer.")} == {
+        f"trainer.{name}" for name in DATASET_TRAINER_KEYS
+    }
+
+
+def test_a_dataset_yaml_carries_its_fine_tuning_recipe_below_the_command_line(tmp_path):
+    """A pretrained encoder's dataset names its own rates (the tabular default 3e-3 would wreck a checkpoint)."""
+    data = _dataset_with(tmp_path, "  learning_rate: 5e-5\n  warmup_ratio: 0.1\n  lr_schedule: linear\n")
+    resolved = resolve_settings(LOCAL, command_line_layer({"dataset": str(data), "trainer.warmup_ratio": 0.2}))
+    hp = resolved.hparams
+    assert (hp.learning_rate, hp.warmup_ratio, hp.lr_schedule) == (5e-5, 0.2, "linear")
+    assert resolved.values["trainer.learning_rate"].source == f"{show_path(data)}: trainer.learning_rate"
+    assert resolved.values["trainer.warmup_ratio"].source == "command line: --warmup-ratio"
+    assert resolve_settings(LOCAL).hparams.learning_rate == TrainerHParams.default_of("learning_rate")
+
+
+def test_a_bad_value_in_a_dataset_yaml_is_refused_with_the_file_and_key(tmp_path):
+    data = _dataset_with(tmp_path, "  warmup_ratio: 2\n")
+    result = _show("--dataset", str(data))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert f"trainer.warmup_ratio ({show_path(data)}: trainer.warmup_ratio): must be a fraction" in " ".join(
+        result.output.split()
+    )
+
+
+def test_a_trainer_key_a_dataset_yaml_may_not_hold_is_refused_naming_where_it_goes(tmp_path):
+    data = _dataset_with(tmp_path, "  num_workers: 2\n")
+    result = _show("--dataset", str(data))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "num_workers cannot be set in a dataset YAML; it may hold epochs, batch_size, learning_rate" in (
+        " ".join(result.output.split())
+    )
+    assert "(the others: pools.yaml or the command line)" in " ".join(result.output.split())
