@@ -1,7 +1,8 @@
 """The ``model:`` section: which factory builds the network and with which hyperparameters.
 
 ``factory`` is a zoo name (``mlp``, ``resnet``, ``dcn``, ``ft_transformer``; with text features also
-``text_transformer``, ``text_moe``, ``text_cnn``), ``package.module:function`` for a factory in an installed
+``text_transformer``, ``text_moe``, ``text_cnn``, and ``hf_sequence_classifier`` for a ``tokenizer: pretrained``
+feature's checkpoint), ``package.module:function`` for a factory in an installed
 package, or ``path/to/file.py:function`` for a file of the user's. The factory is resolved and loaded by
 :mod:`torchtfx.components.torch_trainer.modeling.factory`; this module only parses.
 """

@@ -17,7 +17,7 @@ from torchtfx.components.torch_trainer.public import (
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
 from torchtfx.data.config.model import ModelConfigError
 from torchtfx.data.config.task import MULTICLASS
-from torchtfx.data.config.text import RESERVED_IDS
+from torchtfx.data.config.text import padding_id, vocab_upper_bound
 from torchtfx.pipeline.settings.resolve import ResolvedSettings
 
 
@@ -27,7 +27,9 @@ def checked_hparams(dataset: DatasetConfig, hparams: TrainerHParams, base_dir: P
     model = embed_source(hparams.model, base_dir)
     classes = (dataset.label.num_classes or 1) if dataset.task == MULTICLASS else 1  # multiclass: never None
     sequences = tuple(
-        SequenceInput(transformed_name(key), RESERVED_IDS + text.top_k + text.num_oov_buckets, text.max_length)
+        SequenceInput(
+            transformed_name(key), vocab_upper_bound(text), text.max_length, padding_id(text), text.checkpoint
+        )
         for key, text in sorted(dataset.text.items())
     )
     spec = provisional_spec(tuple(dataset.dense), tuple(dataset.embedded_features), dataset.task, classes, sequences)

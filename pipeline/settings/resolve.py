@@ -19,6 +19,7 @@ from torchtfx.data.config.gates import GateConfig
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving_precision import ServingConfig
 from torchtfx.data.config.strict import ConfigError, load_yaml
+from torchtfx.data.config.text import PRETRAINED
 from torchtfx.pipeline.settings.beam_args import BeamSettings
 from torchtfx.pipeline.settings.declared import BY_KEY, LOCAL, settings_for
 from torchtfx.pipeline.settings.layers import DEFAULT, Layer, file_layer
@@ -29,6 +30,9 @@ _MODEL_FACTORY, _MODEL_HPARAMS = "model.factory", "model.hparams"
 # (data/datasets/movie_reviews.yaml) names.
 TEXT_DEFAULT_MODEL = "text_transformer"
 TEXT_DEFAULT_SOURCE = f"{DEFAULT} (the dataset has text features)"
+# A text feature with tokenizer: pretrained is a checkpoint's tokens: its encoder reads them, not one from scratch.
+PRETRAINED_DEFAULT_MODEL = "hf_sequence_classifier"
+PRETRAINED_DEFAULT_SOURCE = f"{DEFAULT} (the dataset has a pretrained text feature)"
 
 
 class SettingsError(ConfigError):
@@ -125,6 +129,8 @@ def _first(key: str, layers: list[Layer]) -> Resolved:
 
 def _default_factory(dataset: DatasetConfig) -> Resolved:
     """The model when no layer names one: the declared default, or the text model for a dataset with text."""
+    if any(text.tokenizer == PRETRAINED for text in dataset.text.values()):
+        return Resolved(PRETRAINED_DEFAULT_MODEL, PRETRAINED_DEFAULT_SOURCE)
     if dataset.text:
         return Resolved(TEXT_DEFAULT_MODEL, TEXT_DEFAULT_SOURCE)
     return Resolved(BY_KEY[_MODEL_FACTORY].default, DEFAULT)

@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 
 _ZOO_PACKAGE = "torchtfx.components.torch_trainer.modeling.zoo"
 TABULAR_ZOO = ("mlp", "resnet", "dcn", "ft_transformer")
-TEXT_ZOO = ("text_transformer", "text_moe", "text_cnn")  # they read a dataset's text features (spec.sequences)
+# They read a dataset's text features (spec.sequences); hf_sequence_classifier a pretrained checkpoint's.
+TEXT_ZOO = ("text_transformer", "text_moe", "text_cnn", "hf_sequence_classifier")
 ZOO = TABULAR_ZOO + TEXT_ZOO
 _CHECK_BATCH = 3
 # Then one row: squeeze() and the like drop the batch axis of a one-row batch (TF Serving's single requests).

@@ -15,7 +15,7 @@ import math
 from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION, ModelSpec, SequenceInput
 from torchtfx.data.config.dataset import DatasetConfig, transformed_name
-from torchtfx.data.config.text import model_vocab_size
+from torchtfx.data.config.text import PADDING_ID, model_vocab_size, padding_id
 
 DENSE_INPUT = "dense"
 CATEGORICAL_INPUT = "categorical"
@@ -34,14 +34,23 @@ class FeatureLayout:
     sequences: tuple[str, ...] = ()  # text features' transformed names: token ids [batch, length] each
     sequence_vocab_sizes: tuple[int, ...] = ()  # padding, unknown, vocabulary and OOV buckets
     sequence_max_lengths: tuple[int, ...] = ()
+    # Empty in a layout written before checkpoints existed: PADDING_ID and no checkpoint for every sequence.
+    sequence_padding_ids: tuple[int, ...] = ()
+    sequence_checkpoints: tuple[str | None, ...] = ()  # tokenizer: pretrained: the checkpoint, as the YAML names it
 
     def model_spec(self) -> ModelSpec:
         """What the model factory is given."""
         num_outputs = len(self.classes) if self.task == MULTICLASS else 1
+        count = len(self.sequences)
         sequences = tuple(
-            SequenceInput(name, size, length)
-            for name, size, length in zip(
-                self.sequences, self.sequence_vocab_sizes, self.sequence_max_lengths, strict=True
+            SequenceInput(*fields)
+            for fields in zip(
+                self.sequences,
+                self.sequence_vocab_sizes,
+                self.sequence_max_lengths,
+                self.sequence_padding_ids or (PADDING_ID,) * count,
+                self.sequence_checkpoints or (None,) * count,
+                strict=True,
             )
         )
         return ModelSpec(
@@ -85,7 +94,8 @@ def layout_from_transform(cfg: DatasetConfig, tft_output) -> FeatureLayout:
 
 
 def sequence_layout(cfg: DatasetConfig, tft_output) -> dict[str, tuple]:
-    """The text features' names, id ranges (reserved ids, Transform's vocabulary, OOV buckets) and lengths."""
+    """The text features' names, id ranges (reserved ids, Transform's vocabulary, OOV buckets; or a pretrained
+    tokenizer's ids), lengths, padding ids and checkpoints."""
     keys = sorted(cfg.text)
     sizes = []
     for key in keys:
@@ -100,6 +110,8 @@ def sequence_layout(cfg: DatasetConfig, tft_output) -> dict[str, tuple]:
         "sequences": tuple(transformed_name(k) for k in keys),
         "sequence_vocab_sizes": tuple(sizes),
         "sequence_max_lengths": tuple(cfg.text[k].max_length for k in keys),
+        "sequence_padding_ids": tuple(padding_id(cfg.text[k]) for k in keys),
+        "sequence_checkpoints": tuple(cfg.text[k].checkpoint for k in keys),
     }
 
 

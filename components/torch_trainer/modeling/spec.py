@@ -28,7 +28,10 @@ class SequenceInput:
     name: str
     vocab_size: int  # ids are in [0, vocab_size): padding, unknown, the vocabulary, then OOV buckets
     max_length: int
-    padding_id: int = PADDING_ID
+    padding_id: int = PADDING_ID  # the text feature's (data/config/text.py padding_id): a checkpoint's own, if any
+    # ``tokenizer: pretrained``: the checkpoint as the dataset YAML names it (a folder or package:<module>/<folder>),
+    # resolved again in each process that builds the model (DDP workers, Kubeflow replicas: data/pretrained/)
+    checkpoint: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_length < 1 or self.vocab_size <= self.padding_id:

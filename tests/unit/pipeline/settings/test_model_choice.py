@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fixtures.tiny_bert import save_tiny_bert
 from tests.paths import PROJECT_ROOT
 from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
+from torchtfx.components.torch_trainer.modeling.spec import SequenceInput
 from torchtfx.data.config.dataset import DatasetConfigError, load_dataset_config
 from torchtfx.data.config.model import ModelConfig, ModelConfigError
 from torchtfx.data.config.serving_precision import ServingConfig, ServingPrecisionError
 from torchtfx.pipeline.cli.setting_options import parse_model_hparams
+from torchtfx.pipeline.settings import model_choice
 from torchtfx.pipeline.settings.declared import LOCAL
 from torchtfx.pipeline.settings.layers import command_line_layer
 from torchtfx.pipeline.settings.model_choice import checked_hparams, checked_model
@@ -72,3 +75,22 @@ def test_non_positive_layer_widths_are_refused_by_name_with_their_source(tmp_pat
         checked_model(resolved)
     assert "hparam hidden_units=[-1, 0]: sizes must be whole numbers >= 1" in str(refused.value)
     assert f"model.hparams from {source}]" in str(refused.value)
+
+
+def test_a_pretrained_text_feature_is_checked_with_its_checkpoints_ids_and_model(tmp_path, monkeypatch):
+    """The model check's spec carries the checkpoint and the tokenizer's vocabulary and padding id; the check
+    builds the pretrained encoder, so a checkpoint it cannot load stops the run before any stage."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = save_tiny_bert(tmp_path / "bert", max_positions=128)  # movie_reviews' max_length
+    words = "      tokenizer: words\n      top_k: 20000\n      num_oov_buckets: 100\n"
+    pretrained = f"      tokenizer: pretrained\n      checkpoint: {folder}\n"
+    dataset = _yaml(tmp_path, "movie_reviews", "", (words, pretrained))
+    seen = []
+    real = model_choice.build_model
+    monkeypatch.setattr(model_choice, "build_model", lambda model, spec: seen.append(spec) or real(model, spec))
+    hparams = TrainerHParams(model=ModelConfig(factory="hf_sequence_classifier"))
+    assert checked_hparams(dataset, hparams).model.factory == "hf_sequence_classifier"
+    assert seen[0].sequences == (SequenceInput("text_xf", 100, 128, 0, str(folder)),)
+    (folder / "model.safetensors").unlink()
+    with pytest.raises(ModelConfigError, match="hf_sequence_classifier"):
+        checked_hparams(dataset, hparams)

