@@ -45,6 +45,7 @@ from torchtfx.components.torch_trainer.torch_to_onnx.export_failure import expla
 from torchtfx.components.torch_trainer.torch_to_onnx.shape_checks import (
     VERIFY_BATCHES,
     input_names,
+    mask_failure,
     sample_inputs,
     scaled_diff,
     shape_failures,
@@ -165,7 +166,7 @@ def export_onnx(head: nn.Module, split: ArraySplit, path: Path, recipe: ModelRec
         return _save(graph, path, ExportReport((), VERIFY_BATCHES, (), "dynamo", shapes))
     fired: tuple[str, ...] = ()
     failures = shape_failures(graph, head, split)
-    if own := fails_in_torch(failures):
+    if own := fails_in_torch(failures) or mask_failure(failures):
         raise ExportError(own)
     if failures:
         logger.warning("ONNX export is not dynamic in its batch or length axes: %s; repairing", failures)
