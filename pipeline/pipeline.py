@@ -35,6 +35,7 @@ def _example_gen(data_root: str, dataset: DatasetConfig):
         schema_file=str(dataset.schema_path),
         missing_values=dataset.missing_values,
         max_cell_chars=dataset.max_cell_chars,
+        sample=dataset.sample,
     )
 
 

@@ -8,7 +8,12 @@ from tfx.dsl.components.base import executor_spec
 from tfx.proto import example_gen_pb2
 
 from torchtfx.components.csv_input import executor
-from torchtfx.components.csv_input.constants import MAX_CELL_CHARS_KEY, MISSING_VALUES_KEY, SCHEMA_FILE_KEY
+from torchtfx.components.csv_input.constants import (
+    MAX_CELL_CHARS_KEY,
+    MISSING_VALUES_KEY,
+    SAMPLE_KEY,
+    SCHEMA_FILE_KEY,
+)
 from torchtfx.components.shared.contracts import EXAMPLE_GEN_ID
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES
@@ -16,14 +21,20 @@ from torchtfx.data.csv_reader.files import INPUT_PATTERN
 
 
 def schema_custom_config(
-    schema_file: str, missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES, max_cell_chars: int = MAX_CELL_CHARS
+    schema_file: str,
+    missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES,
+    max_cell_chars: int = MAX_CELL_CHARS,
+    sample: float = 1.0,
 ) -> example_gen_pb2.CustomConfig:
     """The component's custom_config: the curated schema whose types decode the CSV (the DataGate's schema too),
-    the text read as a missing value in its numeric columns, and the most characters one cell may hold."""
+    the text read as a missing value in its numeric columns, the most characters one cell may hold, and the
+    fraction of rows kept (absent when 1: the properties of a dataset that keeps every row stay as they were)."""
     values = struct_pb2.Struct()
     values.update({SCHEMA_FILE_KEY: schema_file, MISSING_VALUES_KEY: list(missing_values)})
     if max_cell_chars != MAX_CELL_CHARS:
         values.update({MAX_CELL_CHARS_KEY: max_cell_chars})
+    if sample != 1.0:
+        values.update({SAMPLE_KEY: sample})
     config = example_gen_pb2.CustomConfig()
     config.custom_config.Pack(values)
     return config
@@ -35,16 +46,17 @@ def checked_csv_example_gen(
     schema_file: str,
     missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES,
     max_cell_chars: int = MAX_CELL_CHARS,
+    sample: float = 1.0,
 ) -> FileBasedExampleGen:
     """ExampleGen over the ``*.csv`` files of ``input_base`` (the files data/csv_reader/sources.py:csv_files
     checks), each column decoded with ``schema_file``'s type; ``missing_values`` in a numeric column are missing
-    values; a cell may hold up to ``max_cell_chars`` characters."""
+    values; a cell may hold up to ``max_cell_chars`` characters; ``sample``: the fraction of rows kept."""
     split = example_gen_pb2.Input.Split(name="single_split", pattern=INPUT_PATTERN)
     component = FileBasedExampleGen(
         input_base=input_base,
         input_config=example_gen_pb2.Input(splits=[split]),
         output_config=output_config,
-        custom_config=schema_custom_config(schema_file, missing_values, max_cell_chars),
+        custom_config=schema_custom_config(schema_file, missing_values, max_cell_chars, sample),
         custom_executor_spec=executor_spec.BeamExecutorSpec(executor.Executor),
     )
     return component.with_id(EXAMPLE_GEN_ID)

@@ -8,3 +8,5 @@ MISSING_VALUES_KEY = "missing_values"
 # ... and the most characters one cell may hold (the dataset config's max_cell_chars); absent: its default, so the
 # component's properties (and the compiled Kubeflow spec) stay as they were for a dataset that keeps the default.
 MAX_CELL_CHARS_KEY = "max_cell_chars"
+# ... and the fraction of rows kept (the dataset config's sample); absent: every row.
+SAMPLE_KEY = "sample"

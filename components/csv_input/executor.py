@@ -24,7 +24,12 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from torchtfx.components.csv_input.constants import MAX_CELL_CHARS_KEY, MISSING_VALUES_KEY, SCHEMA_FILE_KEY
+from torchtfx.components.csv_input.constants import (
+    MAX_CELL_CHARS_KEY,
+    MISSING_VALUES_KEY,
+    SAMPLE_KEY,
+    SCHEMA_FILE_KEY,
+)
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.csv_reader.beam_parts import input_parts
@@ -33,6 +38,7 @@ from torchtfx.data.csv_reader.columns import load_schema_types
 from torchtfx.data.csv_reader.decode import CsvPartToExamples, open_input
 from torchtfx.data.csv_reader.files import split_files
 from torchtfx.data.csv_reader.parts import CsvPart
+from torchtfx.data.csv_reader.sample import in_sample
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +75,12 @@ def max_cell_chars(exec_properties: dict[str, Any]) -> int:
     return int(values[MAX_CELL_CHARS_KEY]) if MAX_CELL_CHARS_KEY in values else MAX_CELL_CHARS
 
 
+def sample(exec_properties: dict[str, Any]) -> float:
+    """The fraction of rows kept (every row where the custom_config has none)."""
+    values = _custom_config(exec_properties)
+    return float(values[SAMPLE_KEY]) if SAMPLE_KEY in values else 1.0
+
+
 def _output_config(exec_properties: dict[str, Any]) -> example_gen_pb2.Output:
     return proto_utils.json_to_proto(
         exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
@@ -84,11 +96,12 @@ class _SchemaCsvToExample(beam.PTransform):
         self._parts = parts
         self._schema_types = load_schema_types(schema_file(exec_properties))
         self._missing_values = missing_values(exec_properties)
+        self._sample = sample(exec_properties)
         # TFX's split by a feature's value reads the proto; its hash split reads the serialized bytes.
         self._serialize = not _output_config(exec_properties).split_config.HasField("partition_feature_name")
 
     def expand(self, pipeline: beam.Pipeline) -> beam.PCollection:
-        return (
+        examples = (
             pipeline
             | "CreateParts" >> beam.Create(self._parts)
             # Parts go to the workers from here: without it, Create fuses with the read into one worker's bundle.
@@ -96,6 +109,9 @@ class _SchemaCsvToExample(beam.PTransform):
             | "CsvToExample"
             >> beam.ParDo(CsvPartToExamples(self._schema_types, self._empty, self._missing_values, self._serialize))
         )
+        if self._sample >= 1.0:
+            return examples
+        return examples | "Sample" >> beam.Filter(in_sample, self._sample)
 
 
 _TFRECORD_GZIP = (None, example_gen_pb2.FILE_FORMAT_UNSPECIFIED, example_gen_pb2.FORMAT_TFRECORDS_GZIP)

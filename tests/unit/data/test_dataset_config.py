@@ -139,3 +139,13 @@ def test_max_cell_chars_is_read_within_its_bounds_and_kept_out_of_the_json_at_it
     for bad in ("100", "2000000000", "many"):
         with pytest.raises(DatasetConfigError, match="max_cell_chars"):
             load_dataset_config(_write(tmp_path, text + f"max_cell_chars: {bad}\n"))
+
+
+def test_sample_is_a_fraction_kept_out_of_the_json(tmp_path, taxi_cfg):
+    text = BASE.format(schema=taxi_cfg.schema_path)
+    assert load_dataset_config(_write(tmp_path, text)).sample == 1.0
+    cfg = load_dataset_config(_write(tmp_path, text + "sample: 0.1\n"))
+    assert cfg.sample == 0.1 and "sample" not in cfg.to_json()  # ExampleGen's alone: Transform's cache key
+    for bad, says in (("0", "> 0"), ("1.5", "fraction of the rows"), (".nan", "finite"), ("some", "finite")):
+        with pytest.raises(DatasetConfigError, match=f"sample.*{says}"):
+            load_dataset_config(_write(tmp_path, text + f"sample: {bad}\n"))

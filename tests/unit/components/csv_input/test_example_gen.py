@@ -43,6 +43,7 @@ def _run(
     missing_values=DEFAULT_MISSING_VALUES,
     beam_args=("--direct_running_mode=in_memory",),
     max_cell_chars=MAX_CELL_CHARS,
+    sample=1.0,
 ) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / name)
@@ -59,7 +60,7 @@ def _run(
             example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
         ),
         standard_component_specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(
-            schema_custom_config(str(schema_file), missing_values, max_cell_chars)
+            schema_custom_config(str(schema_file), missing_values, max_cell_chars, sample)
         ),
         standard_component_specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         standard_component_specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
@@ -371,3 +372,14 @@ def test_a_cell_longer_than_csvs_default_limit_is_written_when_the_dataset_s_max
 
     companies = [f["company"].bytes_list.value[0] for f in _features(tmp_path, "long")]
     assert len(companies) == ROWS and long_value.encode() in companies
+
+
+def test_a_sample_keeps_the_same_fraction_of_rows_in_every_split_and_run(tmp_path, small):
+    whole = _splits(_run(tmp_path, *small))
+    first = _splits(_run(tmp_path, *small, name="first", sample=0.3))
+    second = _splits(_run(tmp_path, *small, name="second", sample=0.3, beam_args=("--direct_num_workers=2",)))
+
+    assert first == second  # the same rows, whatever the workers
+    for split in ("train", "eval"):
+        assert not first[split] - whole[split]  # each kept row in the split it lands in without a sample
+        assert 0.18 < sum(first[split].values()) / sum(whole[split].values()) < 0.42, split
