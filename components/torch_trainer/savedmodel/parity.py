@@ -30,6 +30,7 @@ from torchtfx.components.torch_trainer.handoff.shards import trim_padding
 from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import PADDING_ID, REGRESSION
+from torchtfx.components.torch_trainer.savedmodel.tokenizer_check import PretrainedTokenizers
 
 logger = logging.getLogger(__name__)
 
@@ -96,14 +97,17 @@ def relative_to_scale(abs_diff: np.ndarray, reference: np.ndarray) -> np.ndarray
 def measure_parity(
     saved_model_dir: str, raw_split_uri: str, model: torch.nn.Module, layout: FeatureLayout, tolerance: float
 ) -> ParityReport:
-    """Max |y_savedmodel - y_torch| over every raw example of the split (relative for regression)."""
+    """Max |y_savedmodel - y_torch| over every raw example of the split (relative for regression); a pretrained text
+    feature's ids are first checked against its checkpoint's own tokenizer (:mod:`.tokenizer_check`)."""
     loaded = tf.saved_model.load(saved_model_dir)
     serve, transform = loaded.signatures[SERVING_SIGNATURE], loaded.signatures[TRANSFORM_SIGNATURE]
     net = ExportHead.for_layout(model, layout).eval()
     output = prediction_output(layout.task)
     diffs, references = [], []
+    tokenizers = PretrainedTokenizers(layout)
     for batch in example_batches(raw_split_uri, _BATCH):
         transformed = {k: v.numpy() for k, v in transform(**{EXAMPLES_INPUT: batch}).items()}
+        tokenizers.compare(batch, transformed)
         for rows in length_groups(transformed, layout):
             examples = tf.gather(batch, rows)
             y_tf = serve(**{EXAMPLES_INPUT: examples})[output].numpy().reshape(-1).astype(np.float64)
@@ -112,6 +116,8 @@ def measure_parity(
             references.append(np.abs(y_torch.reshape(-1)))
     if not diffs:
         raise ParityError(f"no raw examples in {raw_split_uri} to measure parity on")
+    if tokenizers.texts:
+        logger.info("The checkpoint's own tokenizer and the served graph agree: %s", tokenizers.describe())
     diff, reference = np.concatenate(diffs), np.concatenate(references)
     relative = None
     if layout.task == REGRESSION:
