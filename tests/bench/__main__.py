@@ -1,7 +1,10 @@
 """``python -m tests.bench`` (``make bench``): the five benchmarks, each a ratio against a reference run in
 the same command, ``zoo`` (every zoo model through the pipeline: conversion, parity, latency, AUC; then the
-research corpus of tests/bench/research_zoo/ on a taxi sample, ``--zoo-set``), and ``serving_text`` (a text model's
-serving latency at batch 1, 32, 256 and two token lengths, ``tests/bench/sequence_serving_bench.py``).
+research corpus of tests/bench/research_zoo/ on a taxi sample, ``--zoo-set``), ``serving_text`` (a text model's
+serving latency at batch 1, 32, 256 and two token lengths, ``tests/bench/sequence_serving_bench.py``),
+``pretrained_finetune`` (MiniLM fine-tuned against text_transformer on the same split, ``--pretrained-full`` adds every
+row; ``tests/bench/pretrained_finetune_bench.py``) and ``serving_pretrained`` (its served signature against
+``tokenizers`` + onnxruntime and + PyTorch eager, ``tests/bench/pretrained_serving_bench.py``).
 ``scale`` runs TFX's taxi pipeline beside ours on synthetic taxi rows, 1M by default (``--scale-rows 1000000
 5000000`` adds 5M rows; ``tests/bench/scale_bench.py``).
 Results go to ``tests/bench/results/<name>.json`` (the corpus: ``research_zoo.json``); ``tests/bench/results/README.md``
@@ -18,7 +21,19 @@ import shutil
 import time
 from pathlib import Path
 
-BENCHMARKS = ("reference", "serving", "scale", "input_path", "ddp", "zoo", "evaluator", "serving_text", "predict")
+BENCHMARKS = (
+    "reference",
+    "serving",
+    "scale",
+    "input_path",
+    "ddp",
+    "zoo",
+    "evaluator",
+    "serving_text",
+    "predict",
+    "pretrained_finetune",  # before serving_pretrained, which times the model of its sampled MiniLM run
+    "serving_pretrained",
+)
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -178,13 +193,26 @@ def main(argv: list[str] | None = None) -> None:
         metavar="NAME",
         help="zoo: only these models (built-in zoo names or corpus file names, e.g. rtdl_mlp)",
     )
+    parser.add_argument(
+        "--pretrained-full",
+        action="store_true",
+        help="pretrained_finetune: also the pair on every review (no sample; hours on 2 cores)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
 
-    from tests.bench import predict_bench, scale_bench, sequence_serving_bench, trainer_bench, zoo_bench
+    from tests.bench import (
+        predict_bench,
+        pretrained_finetune_bench,
+        pretrained_serving_bench,
+        scale_bench,
+        sequence_serving_bench,
+        trainer_bench,
+        zoo_bench,
+    )
     from torchtfx.data.config.dataset import load_dataset_config
     from torchtfx.data.csv_reader.sources import default_data_dir
 
@@ -219,6 +247,12 @@ def main(argv: list[str] | None = None) -> None:
         "predict": lambda: predict_bench.predict_bench(
             _our_taxi_run(work, args.beam_workers), default_data_dir(taxi), work / "predict"
         ),
+        # movie_reviews_minilm against movie_reviews (text_transformer) on the same sample and split (issue 43)
+        "pretrained_finetune": lambda: pretrained_finetune_bench.pretrained_finetune(
+            work, args.beam_workers, args.pretrained_full
+        ),
+        # the MiniLM model's served signature against tokenizers + onnxruntime / + torch eager (issue 43)
+        "serving_pretrained": lambda: pretrained_serving_bench.pretrained_serving(work, args.beam_workers),
     }
     for name in BENCHMARKS:
         if name == "zoo" and name in args.only:

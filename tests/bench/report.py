@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.bench.evaluator_bench import report_lines as evaluator_report_lines
 from tests.bench.report_parts import STAGE_ROLES, met, role_seconds
 from tests.bench.report_predict import predict_section
+from tests.bench.report_pretrained import pretrained_finetune_section, serving_pretrained_section
 from tests.bench.report_serving import reference_signature_lines
 from tests.bench.serving_bench import ratios
 
@@ -582,6 +583,10 @@ def write_report(out: Path) -> Path:
         lines += evaluator_report_lines(results["evaluator"])
     if "serving_text" in results:
         lines += serving_text_section(results["serving_text"])
+    if "pretrained_finetune" in results:
+        lines += pretrained_finetune_section(results["pretrained_finetune"])
+    if "serving_pretrained" in results:
+        lines += serving_pretrained_section(results["serving_pretrained"])
     _plots(results, out)
     path = out / "README.md"
     path.write_text("\n".join(lines) + "\n")
