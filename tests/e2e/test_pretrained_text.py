@@ -110,3 +110,45 @@ def test_the_pushed_model_gives_tokenizers_ids_and_answers_raw_text_with_tensorf
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == f"served {len(TEXTS)}"
+
+
+def test_predict_scores_a_csv_of_raw_text_with_the_promoted_checkpoint(pretrained_run):
+    """Item 7: `torchtfx predict` on a CSV whose text column holds raw text (no label column; emoji, accents,
+    markup, empty and blank texts, one far over max_length): every row scored, each as the pushed model's
+    serving_default scores the text."""
+    root, _, _ = pretrained_run
+    texts = [*TEXTS, "a wonderful film", "dull and far too long", "Une comédie drôle"]
+    rows = [{"id": str(i), "text": text, "source": "rotten_tomatoes"} for i, text in enumerate(texts)]
+    helpers.write_sample(rows, root / "score", ["id", "text", "source"])
+    out = root / "scores.csv"
+    proc = torchtfx(
+        "--dataset",
+        str(root / "reviews_tiny_bert.yaml"),
+        "--data",
+        str(root / "score" / "data.csv"),
+        "--out",
+        str(out),
+        "--key-column",
+        "id",
+        "--pipeline-root",
+        str(root / "pipeline"),
+        "--serving-dir",
+        str(root / "serving"),
+        command="predict",
+        env=OFFLINE,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert f"Scored {len(rows)} rows of 1 file(s) with serving version 1" in proc.stdout, proc.stdout
+    with out.open(newline="") as handle:
+        scored = {int(r["id"]): float(r["probabilities"]) for r in csv.DictReader(handle)}
+    assert sorted(scored) == list(range(len(rows)))
+    import numpy as np
+    import tensorflow as tf
+
+    def example(row: dict[str, str]) -> bytes:
+        feature = {k: tf.train.Feature(bytes_list=tf.train.BytesList(value=[row[k].encode()])) for k in row}
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    model = tf.saved_model.load(str(root / "serving" / "1"))
+    want = model.signatures["serving_default"](examples=tf.constant([example(r) for r in rows]))["probabilities"]
+    assert np.max(np.abs(np.array([scored[i] for i in range(len(rows))]) - want.numpy())) <= 1e-6
