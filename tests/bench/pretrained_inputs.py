@@ -81,7 +81,7 @@ def raw_rows(examples: list[bytes], text_key: str, categorical_keys: list[str]) 
     texts, categorical = [], []
     for serialized in examples:
         feature = tf.train.Example.FromString(serialized).features.feature
-        texts.append(feature[text_key].bytes_list.value[0].decode("utf-8"))
+        texts.append(_first_value(feature[text_key]))
         categorical.append(tuple(_first_value(feature[k]) for k in categorical_keys))
     return texts, categorical
 

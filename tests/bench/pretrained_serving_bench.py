@@ -185,6 +185,8 @@ def measure(root: Path, work: Path, seconds: float = SECONDS, rounds: int = ROUN
     for length in LENGTHS:
         examples = cut_examples(raw, text_key, untruncated(tokenizer_file), length, max(BATCH_SIZES))
         served_lengths[str(length)] = _served_lengths(saved, examples, layout, text.padding_id)
+        if served_lengths[str(length)] != [length]:  # the served graph's tokenizer is checked id for id by parity
+            raise RuntimeError(f"the served graph reads texts cut to {length} tokens as {served_lengths[str(length)]}")
         with contextlib.ExitStack() as stack:
             session = binary and stack.enter_context(
                 session_run.SessionRun(

@@ -87,7 +87,7 @@ class _Saved:
 
 def test_the_categorical_ids_are_read_off_transforms_own_output():
     layout = FeatureLayout(dense=(), embedded=("source_xf",), cardinalities=(1000,), label="y", sequences=("text_xf",))
-    raw = [_example("a", "imdb"), _example("b", "rt"), _example("c", "imdb")]
+    raw = [_example("a", "imdb"), _example(None, "rt"), _example("c", "imdb")]  # a row without its text too
     found = vocabularies(_Saved(), raw, layout, ["source"])
     want = tf.strings.to_hash_bucket_fast(["imdb", "rt"], 1000).numpy().tolist()
     assert found == [{"imdb": want[0], "rt": want[1]}]
