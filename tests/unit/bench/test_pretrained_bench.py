@@ -197,3 +197,23 @@ def test_report_renders_the_finetune_pair_and_judges_the_auc(tmp_path):
     assert "| text_transformer (movie_reviews_sample.yaml) | 0.1 | 1,118 | 0.8800 |" in text
     assert "on the same split: -0.0300: **not met**." in text
     assert "Every review: not run here" in text
+
+
+def test_the_pair_runs_on_the_sample_and_with_full_on_every_row_too(tmp_path, monkeypatch):
+    ran = []
+
+    def run_one(root, dataset, beam_workers):
+        ran.append((root.name, load_dataset_config(dataset).sample))
+        return {"tfma_auc": 0.92 if root.name.startswith("minilm") else 0.88}
+
+    monkeypatch.setattr(finetune, "run_one", run_one)
+    result = finetune.pretrained_finetune(tmp_path, 2, full=True)
+    assert ran == [
+        ("minilm_sample", 0.1),
+        ("text_transformer_sample", 0.1),
+        ("minilm_full", 1.0),
+        ("text_transformer_full", 1.0),
+    ]
+    assert result["sample"]["met"] and result["full"]["met"]
+    assert result["sample"]["auc_gain"] == pytest.approx(0.04)
+    assert "full" not in finetune.pretrained_finetune(tmp_path, 2)
