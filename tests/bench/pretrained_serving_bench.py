@@ -43,6 +43,9 @@ BATCH_SIZES = (1, 32, 256)
 LENGTHS = (16, 128)
 TARGET_VS_ONNXRUNTIME, TARGET_VS_TORCH = 1.2, 1.0
 SECONDS, ROUNDS = 3.0, 10  # as sequence_serving_bench: the load on the shared cores swings within a run
+# Timed calls per runtime and point: one per round. A call at batch 256 x 128 tokens took 7.5-8 s here (1-minute
+# load ~2); at serving_bench's 20 that one point alone ran past 12 minutes.
+MIN_CALLS = ROUNDS
 OURS, OURS_PYTHON, HF_ORT, HF_TORCH = (
     "savedmodel_signature_session",
     "savedmodel_signature",
@@ -109,17 +112,19 @@ def _max_abs_diff_vs_torch(runtimes: dict, ex, texts: list[str], categorical: li
     }
 
 
-def _measure_length(runtimes: dict, examples: list[bytes], rows: tuple, session, seconds: float, rounds: int):
+def _measure_length(runtimes: dict, examples: list[bytes], rows: tuple, session, timing: tuple) -> dict:
+    """Every runtime at each batch of ``timing`` (batch sizes, seconds, rounds), interleaved."""
     import tensorflow as tf
 
     texts, categorical = rows
     latency: dict[str, dict] = {}
     load = [os.getloadavg()[0]]
-    for batch in BATCH_SIZES:
+    batch_sizes, seconds, rounds = timing
+    for batch in batch_sizes:
         ex = tf.constant(examples[:batch])
         calls = {n: functools.partial(fn, ex, texts[:batch], categorical[:batch]) for n, fn in runtimes.items()}
         timers = {OURS: session.timer(batch)} if session is not None else {}
-        for name, found in interleaved_latency_ms(calls, timers, seconds, rounds).items():
+        for name, found in interleaved_latency_ms(calls, timers, seconds, rounds, MIN_CALLS).items():
             latency.setdefault(name, {})[str(batch)] = found
             logger.info("serving_pretrained %s batch %s: %.3f ms", name, batch, found["median_ms"])
         load.append(os.getloadavg()[0])
@@ -161,8 +166,9 @@ def _model(root: Path):
     return model_uri, export_dir, model_uri / contracts.SERVING_MODEL_SUBDIR, layout, sequences[0]
 
 
-def measure(root: Path, work: Path, seconds: float = SECONDS, rounds: int = ROUNDS) -> dict:
-    """The runtimes timed on ``root``'s latest Trainer model (in the process ``MEASURE_ENV`` describes)."""
+def measure(root: Path, work: Path, timing: tuple = (BATCH_SIZES, SECONDS, ROUNDS)) -> dict:
+    """The runtimes timed on ``root``'s latest Trainer model (in the process ``MEASURE_ENV`` describes); ``timing``:
+    (batch sizes, seconds per runtime and point, rounds)."""
     import tensorflow as tf
 
     from tests.bench import session_run
@@ -183,7 +189,7 @@ def measure(root: Path, work: Path, seconds: float = SECONDS, rounds: int = ROUN
     binary, unavailable = _c_binary(work)
     by_length, served_lengths = {}, {}
     for length in LENGTHS:
-        examples = cut_examples(raw, text_key, untruncated(tokenizer_file), length, max(BATCH_SIZES))
+        examples = cut_examples(raw, text_key, untruncated(tokenizer_file), length, max(timing[0]))
         served_lengths[str(length)] = _served_lengths(saved, examples, layout, text.padding_id)
         if served_lengths[str(length)] != [length]:  # the served graph's tokenizer is checked id for id by parity
             raise RuntimeError(f"the served graph reads texts cut to {length} tokens as {served_lengths[str(length)]}")
@@ -194,7 +200,7 @@ def measure(root: Path, work: Path, seconds: float = SECONDS, rounds: int = ROUN
                 )
             )
             rows = raw_rows(examples, text_key, raw_keys)
-            by_length[str(length)] = _measure_length(runtimes, examples, rows, session or None, seconds, rounds)
+            by_length[str(length)] = _measure_length(runtimes, examples, rows, session or None, timing)
     runtime = OURS if binary else OURS_PYTHON
     return {
         "dataset": DATASET,
@@ -203,15 +209,16 @@ def measure(root: Path, work: Path, seconds: float = SECONDS, rounds: int = ROUN
         "model_uri": str(model_uri),
         "threads": threads,
         "eval_rows": len(raw),
-        "batch_sizes": list(BATCH_SIZES),
+        "batch_sizes": list(timing[0]),
         "lengths": list(LENGTHS),
         "served_token_counts": served_lengths,  # the ids the served graph reads per cut text: [length] each
         "c_api_unavailable": unavailable,
         "target_runtime": runtime,
         "runtimes": RUNTIME_LABELS,
         "measure_env": MEASURE_ENV,
-        "rounds": rounds,
-        "seconds_per_runtime": seconds,
+        "rounds": timing[2],
+        "seconds_per_runtime": timing[1],
+        "min_calls": MIN_CALLS,
         "by_length": by_length,
         "met": judge(by_length, runtime),
         "targets": {"vs_onnxruntime": TARGET_VS_ONNXRUNTIME, "vs_torch": TARGET_VS_TORCH},
@@ -241,9 +248,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="where the result JSON goes")
     parser.add_argument("--seconds", type=float, default=SECONDS, help="per runtime, batch and length")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="a check: fewer")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    args.out.write_text(json.dumps(measure(args.root, args.work, args.seconds, args.rounds), default=float))
+    args.out.write_text(
+        json.dumps(measure(args.root, args.work, (tuple(args.batch_sizes), args.seconds, args.rounds)), default=float)
+    )
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ def interleaved_latency_ms(
     timers: dict[str, Callable[[float, int], list[float]]] | None = None,
     seconds: float = _MIN_SECONDS,
     rounds: int = _ROUNDS,
+    min_calls: int = _MIN_CALLS,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """:func:`latency_ms` of every call, and of every timer (``timer(seconds, min_calls) -> ms per call``,
     e.g. ``session_run.SessionRun.timer``: calls made outside Python), measured in ``rounds`` (5) rounds that
@@ -78,7 +79,8 @@ def interleaved_latency_ms(
     spell then lands on every runtime alike: measured one after another, one zoo run had torch at 118 ms for a
     batch that takes 1.2 ms, and onnxruntime 6.8 ms for one of 2.5 ms, in the 1.5 s each of them happened to be
     measured.
-    More seconds and rounds where the load varies more (``sequence_serving_bench``)."""
+    More seconds and rounds where the load varies more (``sequence_serving_bench``); fewer ``min_calls`` (20) where
+    one call takes seconds (``pretrained_serving_bench``)."""
     for call in calls.values():
         for _ in range(3):
             call()
@@ -86,7 +88,7 @@ def interleaved_latency_ms(
     times: dict[str, list[float]] = {name: [] for name in every}
     for _ in range(rounds):
         for name, timer in every.items():
-            times[name] += timer(seconds / rounds, max(1, _MIN_CALLS // rounds))
+            times[name] += timer(seconds / rounds, max(1, min_calls // rounds))
     return {name: _summary(found) for name, found in times.items()}
 
 
