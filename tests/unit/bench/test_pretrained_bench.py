@@ -217,3 +217,19 @@ def test_the_pair_runs_on_the_sample_and_with_full_on_every_row_too(tmp_path, mo
     assert result["sample"]["met"] and result["full"]["met"]
     assert result["sample"]["auc_gain"] == pytest.approx(0.04)
     assert "full" not in finetune.pretrained_finetune(tmp_path, 2)
+
+
+def test_interleaved_timing_asks_each_timer_for_min_calls_spread_over_the_rounds():
+    from tests.bench.serving_bench import interleaved_latency_ms
+
+    asked = []
+
+    def timer(seconds: float, min_calls: int) -> list[float]:
+        asked.append(min_calls)
+        return [1.0] * min_calls
+
+    found = interleaved_latency_ms({}, {"c": timer}, 0.0, 5, serving.MIN_CALLS)
+    assert asked == [serving.MIN_CALLS // 5] * 5 and found["c"]["calls"] == serving.MIN_CALLS
+    asked.clear()
+    interleaved_latency_ms({}, {"c": timer}, 0.0, 5)  # serving_bench's own default: 20 calls
+    assert asked == [4] * 5
