@@ -104,7 +104,7 @@ def tiny_train_job(tmp_path: Path, tiny_taxi, repeat_train: int = 1, **hparams) 
     train = [np.concatenate([a[:half]] * repeat_train) for a in (arrays.dense, arrays.categorical, arrays.label)]
     ArraySplit(*train).save(tmp_path / "data" / "train")
     ArraySplit(arrays.dense[half:], arrays.categorical[half:], arrays.label[half:]).save(tmp_path / "data" / "eval")
-    hp = TrainerHParams(**{"epochs": 3, "batch_size": 64, "num_workers": 2, "use_gpu": False, **hparams})
+    hp = TrainerHParams(**{"epochs": 3, "batch_size": 64, "num_workers": 2, "device": "cpu", **hparams})
     return TrainJob(
         data_dir=str(tmp_path / "data"),
         model_dir=str(tmp_path / "model"),

@@ -31,16 +31,16 @@ import yaml
 from pydantic_core import ErrorDetails, PydanticCustomError
 from typing_extensions import Self
 
+from torchtfx.data.errors import ConfigError
+
+__all__ = ["ConfigError"]  # defined in data/errors.py, re-exported: every config family imports it from here
+
 # Values (scalars, lists, mappings) a YAML file may hold once its aliases are expanded: a dataset YAML holds
 # a few hundred; a "billion laughs" file of 9 aliases x 9 levels holds 9**9.
 MAX_YAML_NODES = 100_000
 # The validation context of values torchtfx wrote itself (code, replace, its own JSON), not a config file's.
 _SET_BY_TORCHTFX = "set_by_torchtfx"
 _INTERNAL = {_SET_BY_TORCHTFX: True}
-
-
-class ConfigError(ValueError):
-    """A config is malformed; the message names the source, the key path and what is allowed."""
 
 
 def _key_path(loc: tuple[Any, ...]) -> str:

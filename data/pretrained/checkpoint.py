@@ -19,7 +19,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from torchtfx.data.config.strict import ConfigError
+from torchtfx.data.errors import ConfigError
 
 PACKAGE_PREFIX = "package:"
 CONFIG_FILE = "config.json"

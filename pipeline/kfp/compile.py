@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.public import CPU_WORKERS, TrainerHParams
+from torchtfx.components.torch_trainer.public import CPU_WORKERS, CUDA, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.kfp.checkpoints import check_checkpoints
@@ -65,7 +65,7 @@ def trainer_hparams(settings: KubeflowSettings, resolved: ResolvedSettings) -> T
     hparams = checked_model(resolved)
     gpus = settings.trainer.gpus_per_node
     workers = gpus if gpus > 0 else hparams.num_workers
-    return hparams.replace(num_workers=workers, use_gpu=gpus > 0)
+    return hparams.replace(num_workers=workers, device=CUDA if gpus > 0 else hparams.device)
 
 
 def pytorchjob_json(settings: KubeflowSettings, hparams: TrainerHParams) -> str:

@@ -110,8 +110,11 @@ class LocalSettings(StrictConfig):
     @classmethod
     def from_resolved(cls, resolved: ResolvedSettings) -> LocalSettings:
         """A local run's settings from the resolved ones (pipeline/settings/resolve.py), the model checked."""
+        from torchtfx.components.torch_trainer.public import CUDA, require_cuda
         from torchtfx.pipeline.settings.model_choice import checked_model  # imports torch: only for a run
 
+        if resolved.hparams.device == CUDA:  # before the model check and any stage
+            require_cuda("This run")
         dataset = resolved.dataset
         return cls(
             dataset=dataset,

@@ -103,6 +103,13 @@ _TRAINER_OPTIONS = {
     "detect_anomaly": Option(
         "--detect-anomaly", "flag", "torch.autograd anomaly detection: name the op where NaN appears."
     ),
+    "device": Option(
+        "--device",
+        "choice",
+        "auto: train on CUDA when torch can use it, else the CPU (the console says which, and why not CUDA on a "
+        "GPU node); cuda: require it (the run stops at once, naming torch's reason and the driver it needs); cpu.",
+        ("auto", "cuda", "cpu"),
+    ),
     "class_weights": Option(
         "--class-weights",
         "choice",

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 import pydantic
 
+from torchtfx.components.torch_trainer.handoff.devices import AUTO, CPU, Device
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving_precision import ServingConfig
 from torchtfx.data.config.strict import (
@@ -150,7 +151,10 @@ class TrainerHParams(StrictConfig):
     # check), the ranks' start-up skew: measured with 3 s on tiny taxi, rank 1 timed out there while rank 0 was
     # still opening its MLflow run (sqlite). Seconds on taxi, minutes at worst on a slow volume or server.
     collective_timeout_seconds: PositiveInt = 600
-    use_gpu: bool = True
+    # auto: CUDA when torch can use it, else the CPU; cuda: required, the run stops at once without it (torch's
+    # reason and the fix named); cpu: never a GPU. A Kubeflow step on a GPU pool is compiled with cuda
+    # (handoff/devices.py). --device.
+    device: Device = AUTO
     # 1: plain DDP, gradients all-reduced every step. N > 1: local SGD, each rank steps on its own gradients
     # and the ranks average their parameters every N steps and at every epoch end. For CPU/gloo, where one
     # all-reduce costs a large part of a step's compute (DEVELOPMENT.md, Performance notes; make bench: DDP
@@ -167,11 +171,22 @@ class TrainerHParams(StrictConfig):
     # The precision of the served network (fp16 only behind the drift gate); --serving-precision.
     serving: ServingConfig = ServingConfig()
 
+    @pydantic.model_validator(mode="before")
+    @classmethod
+    def _use_gpu_was_renamed(cls, data: object) -> object:
+        """``use_gpu`` (before issue #44), in a pools.yaml or the hparams.json of an older model: ``false`` is
+        ``device: cpu``; ``true`` meant "if present", which ``auto`` (the default) means."""
+        if isinstance(data, dict) and "use_gpu" in data:
+            data = dict(data)
+            if data.pop("use_gpu") is False:
+                data.setdefault("device", CPU)
+        return data
+
     def workers_for(self, train_rows: int, gpus: int) -> int:
         """DDP workers for ``train_rows`` rows; 0: one worker in this process (``num_workers: auto``, small data)."""
         if self.num_workers != "auto":
             return self.num_workers
-        if gpus > 0 and self.use_gpu:
+        if gpus > 0 and self.device != CPU:
             return gpus
         return 0 if train_rows < IN_PROCESS_MAX_TRAIN_ROWS else CPU_WORKERS
 

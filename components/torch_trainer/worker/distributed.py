@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from torchtfx.components.torch_trainer.handoff.devices import CUDA, chosen_device
 from torchtfx.components.torch_trainer.worker.collectives import nccl_error_handling
 
 
@@ -36,14 +37,15 @@ def _attempt_store(timeout: datetime.timedelta) -> tuple[dist.Store, int, int]:
     return dist.PrefixStore(f"torchtfx/attempt_{attempt}", store), rank, world_size
 
 
-def setup(use_gpu: bool, threads: int, timeout: datetime.timedelta, run_dir: str | Path) -> DistContext:
-    """Join the process group torchrun prepared: nccl on CUDA, gloo on CPU. A collective (and joining) that
-    waits longer than ``timeout`` for another rank fails; with NCCL, torch's watchdog ends the process and
+def setup(device: str, threads: int, timeout: datetime.timedelta, run_dir: str | Path) -> DistContext:
+    """Join the process group torchrun prepared: nccl on CUDA, gloo on CPU, by ``device`` (``trainer.device``:
+    ``cuda`` without a usable GPU raises, naming torch's reason: handoff/devices.py). A collective (and joining)
+    that waits longer than ``timeout`` for another rank fails; with NCCL, torch's watchdog ends the process and
     leaves its flight recorder in ``run_dir`` (worker/collectives.py)."""
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.set_num_threads(threads)
     store, rank, world_size = _attempt_store(timeout)
-    if use_gpu and torch.cuda.is_available():
+    if chosen_device(device) == CUDA:
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
         nccl_error_handling(run_dir)

@@ -282,7 +282,7 @@ class Trainer:
 def run(job: TrainJob) -> None:
     hp = job.hparams
     stop_after_nccl_timeout(job)
-    ctx = setup(hp.use_gpu, hp.threads_per_worker, hp.collective_timeout, job.run_dir)
+    ctx = setup(hp.device, hp.threads_per_worker, hp.collective_timeout, job.run_dir)
     # force: a forked worker inherits the agent's logging handlers, which would make this call a no-op.
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s [rank {ctx.rank}] %(levelname)s %(message)s", force=True

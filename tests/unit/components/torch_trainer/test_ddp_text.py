@@ -42,7 +42,7 @@ def test_two_process_ddp_trains_a_routed_text_model_and_exports_it_with_both_axe
         sequence_max_lengths=(MAX_LENGTH,),
     )
     model = ModelConfig(factory="text_moe", hparams={"d_model": 16, "n_heads": 2, "d_ffn": 32, "n_layers": 1})
-    hp = TrainerHParams(epochs=4, batch_size=64, num_workers=2, use_gpu=False, model=model)
+    hp = TrainerHParams(epochs=4, batch_size=64, num_workers=2, device="cpu", model=model)
     job = TrainJob(
         data_dir=str(tmp_path / "data"),
         model_dir=str(tmp_path / "model"),

@@ -27,7 +27,7 @@ def test_auto_trains_small_data_in_process_and_large_data_with_ddp():
     assert auto.workers_for(IN_PROCESS_MAX_TRAIN_ROWS - 1, gpus=0) == 0  # in this process
     assert auto.workers_for(IN_PROCESS_MAX_TRAIN_ROWS, gpus=0) == CPU_WORKERS
     assert auto.workers_for(10, gpus=4) == 4  # one DDP worker per GPU, whatever the size
-    assert auto.replace(use_gpu=False).workers_for(10, gpus=4) == 0
+    assert auto.replace(device="cpu").workers_for(10, gpus=4) == 0
     assert auto.replace(num_workers=3).workers_for(10, gpus=0) == 3  # a number is always honoured
 
 
