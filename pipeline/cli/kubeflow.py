@@ -33,9 +33,16 @@ from torchtfx.pipeline.settings.declared import KUBEFLOW
     show_default=True,
     help="kfp: open-source Kubeflow Pipelines (.yaml + PlatformSpec); vertex: a Vertex AI PipelineJob (.json).",
 )
+@click.option(
+    "--kfp-backend",
+    metavar="MAJOR.MINOR",
+    help="The cluster's Kubeflow Pipelines backend version (e.g. 2.15), over pools.yaml's kfp_backend.",
+)
 @setting_options(KUBEFLOW)
 @reports_errors()
-def compile_cmd(config_path: Path, output: Path | None, target: str, **_options: object) -> None:
+def compile_cmd(
+    config_path: Path, output: Path | None, target: str, kfp_backend: str | None, **_options: object
+) -> None:
     """Compile the pipeline to a KFP pipeline spec (schema 2.1.0) with its PlatformSpec appended. Each setting is
     the option's, else pools.yaml's, else the dataset YAML's, else the default (`torchtfx config show --config`
     lists them with their sources). A model file is embedded in the spec, so the Trainer step and every
@@ -44,7 +51,7 @@ def compile_cmd(config_path: Path, output: Path | None, target: str, **_options:
     from torchtfx.pipeline.kfp.config import load_kubeflow_settings, resolved_for_kubeflow
 
     try:
-        settings = load_kubeflow_settings(config_path)
+        settings = load_kubeflow_settings(config_path, kfp_backend)
         resolved = resolved_for_kubeflow(settings, given_settings(click.get_current_context(), KUBEFLOW))
         suffix = ".yaml" if target == "kfp" else ".json"
         output = output or Path("kubeflow/build") / f"{contracts.pipeline_name(resolved.dataset.name)}{suffix}"

@@ -17,6 +17,7 @@ from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.kfp.checkpoints import check_checkpoints
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
+from torchtfx.pipeline.kfp.package_info import describe
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
 from torchtfx.pipeline.settings.beam_args import with_dependency
 from torchtfx.pipeline.settings.bound import PipelineSettings
@@ -175,6 +176,8 @@ def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
     """What TFX's compiler leaves out: the pipeline root, ExampleGen's resources (tfx#6146), and caching off
     for the steps that read or change the world outside their inputs."""
     spec["defaultPipelineRoot"] = settings.pipeline_root  # shown by the UI; `torchtfx submit` sends it
+    # The backend it was compiled for: `torchtfx submit` refuses it on an older server (package_info.py).
+    spec["pipelineInfo"]["description"] = describe(settings.kfp_backend)
     for task_id in NEVER_CACHED:
         spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {"enableCache": False}
     from google.protobuf import json_format

@@ -320,11 +320,13 @@ def settings_from_dict(raw: dict[str, Any], where: str = "<dict>") -> KubeflowSe
     return settings
 
 
-def load_kubeflow_settings(path: Path) -> KubeflowSettings:
+def load_kubeflow_settings(path: Path, kfp_backend: str | None = None) -> KubeflowSettings:
+    """``path``'s settings; ``kfp_backend`` (``compile --kfp-backend``) replaces the file's, checked the same way."""
     path = Path(path)
     if not path.is_file():
         raise KubeflowConfigError(f"Kubeflow config {path} does not exist (start from kubeflow/pools.yaml)")
-    return settings_from_dict(load_yaml(path, KubeflowConfigError), str(path))
+    raw = load_yaml(path, KubeflowConfigError)
+    return settings_from_dict(raw if kfp_backend is None else {**raw, "kfp_backend": kfp_backend}, str(path))
 
 
 def resolved_for_kubeflow(settings: KubeflowSettings, command_line: Layer | None = None) -> ResolvedSettings:

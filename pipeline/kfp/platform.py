@@ -4,8 +4,10 @@ executor label.
 
 Only fields of ``kubernetes_executor_config.proto`` that the configured backend (``kfp_backend``) knows are
 written: the 2.1-2.4 drivers parse each executor's config strictly (``jsonpb.UnmarshalString``) and fail the
-step on an unknown field, where 2.5+ silently drops it. tests/unit/pipeline/kfp/test_platform_spec.py checks
-the keys against the proto's field names at those backends."""
+step on an unknown field; 2.5 drops it; from 2.14 the API server's workflow compiler parses it with a strict
+``protojson.Unmarshal`` and refuses the run (backend/src/v2/compiler/argocompiler/container.go:285@2.14.0,
+:309@2.15.0). ``torchtfx submit`` refuses a package compiled for a newer backend than the server's (submit.py).
+tests/unit/pipeline/kfp/test_platform_spec.py checks the keys against the proto's field names at those backends."""
 
 from __future__ import annotations
 

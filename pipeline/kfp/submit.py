@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import logging
 import os
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 
 from torchtfx.components.stage_failure import StageFailure
 from torchtfx.data.config.strict import load_yaml_text
+from torchtfx.pipeline.kfp.package_info import recorded, version_of
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +90,58 @@ def run_arguments(spec: dict[str, Any], params: dict[str, str], run_name: str) -
     return arguments
 
 
+def server_version(client: Any) -> str | None:
+    """The API server's release: ``tag_name`` of ``GET /apis/v2beta1/healthz`` (the image's ``TAG_NAME``,
+    "unknown" when the build set none: backend/src/apiserver/main.go:362-365@2.15.0, :381-384@2.16.0,
+    :465-491@2.17.0; backend/Dockerfile:66-67@2.16.0). kfp 2.5.0's model of the answer keeps only
+    ``multi_user``, so the raw JSON is read, through the client's own healthz call (same host and token)."""
+    try:
+        response = client._healthz_api.get_healthz(_preload_content=False)
+        return str(json.loads(response.data).get("tag_name") or "") or None
+    except Exception as err:  # any failure only means the version is unknown: the caller says so
+        logger.debug("healthz tag_name unreadable: %s", err)
+        return None
+
+
+def check_backend(spec: dict[str, Any], client: Any, package: Path) -> None:
+    """Refuse a package compiled for a newer backend than the server runs, before the run is created.
+
+    From 2.14 the API server compiles each run's Kubernetes executor configs with a strict ``protojson.Unmarshal``
+    (backend/src/v2/compiler/argocompiler/container.go:285@2.14.0, :309@2.15.0, :320@2.16.0, :326@2.17.0) and
+    refuses the run on a field it does not know ("failed to unmarshal kubernetes config"); 2.1-2.4 fail the step
+    on it. When the server's version cannot be read (a build without TAG_NAME, a proxy), the run goes ahead with
+    a warning: refusing would block every such server outright, and a mismatch is still refused by the server
+    before anything runs."""
+    from torchtfx.pipeline.kfp.values import OLDEST_BACKEND
+
+    compiled = recorded(spec).kfp_backend
+    wanted = version_of(compiled)
+    if wanted is None:
+        logger.warning("%s records no kfp_backend (compiled by an older torchtfx): recompile it to check it", package)
+        return
+    if wanted <= OLDEST_BACKEND:
+        return  # every supported server knows the 2.1 fields
+    tag = server_version(client)
+    have = version_of(tag)
+    if have is None:
+        logger.warning(
+            "could not read the Kubeflow Pipelines server's version (healthz tag_name %r); %s was compiled for "
+            "backend %s, which an older server refuses: if the run is refused, recompile with "
+            "`torchtfx compile --kfp-backend <server version>`",
+            tag,
+            package,
+            compiled,
+        )
+        return
+    if wanted > have:
+        server = f"{have[0]}.{have[1]}"
+        raise SubmitError(
+            f"{package} was compiled for Kubeflow Pipelines backend {compiled}, but the server runs {tag}: it "
+            f"refuses PlatformSpec fields it does not know. Recompile for the server: "
+            f'`torchtfx compile --kfp-backend {server}` (or kfp_backend: "{server}" in pools.yaml)'
+        )
+
+
 def kfp_client(host: str | None, namespace: str | None):
     import kfp
 
@@ -128,6 +182,7 @@ def submit(
     run_name = run_name or f"{spec['pipelineInfo']['name']}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
     arguments = run_arguments(spec, params or {}, run_name)
     client = client or connect(host, namespace)
+    check_backend(spec, client, package)
     if root:
         root = namespaced_root(root, namespace, client)
     try:

@@ -21,7 +21,8 @@ OLDEST_BACKEND = (2, 1)
 EMPTY_DIR_BACKEND = (2, 3)
 # The first backend whose PlatformSpec has a container securityContext (runAsUser, runAsGroup, runAsNonRoot:
 # kubernetes_platform/proto/kubernetes_executor_config.proto:43@2.16.0, applied by backend/src/v2/driver/k8s.go:
-# 724-762@2.16.0); 2.5-2.15 drop the field, 2.1-2.4 fail the step on it.
+# 724-762@2.16.0); 2.1-2.4 fail the step on it, 2.5 drops it, and 2.14-2.15 refuse the run (the API server's
+# strict protojson.Unmarshal, backend/src/v2/compiler/argocompiler/container.go:309@2.15.0).
 SECURITY_CONTEXT_BACKEND = (2, 16)
 # Data roots the step image can read: ExampleGen globs with tf.io.gfile (tfx.dsl.io.fileio) and opens with Beam's
 # FileSystems (components/csv_input/executor.py:split_files, decode.py:open_input). TF 2.16 has local paths and

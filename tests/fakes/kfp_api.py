@@ -1,6 +1,10 @@
 """A fake Kubeflow Pipelines API server (REST API v2beta1) for the real ``kfp.Client`` (kfp 2.5.0): healthz,
 experiments (list, create), runs (create, get). Serve ``FakeKfp.handle`` with tests.fakes.http_server.
 
+Healthz answers as the API server's own handler writes it: ``commit_sha``, ``tag_name`` (the image's
+``TAG_NAME``, "unknown" when unset), ``multi_user`` and, from 2.14, ``pipeline_store``
+(backend/src/apiserver/main.go:278-281@2.5.0, :362-365@2.15.0, :465-491@2.17.0).
+
 Run get answers scripted states, as the backend reports a run while it goes on: ``state`` is a
 ``V2beta1RuntimeState`` (PENDING, RUNNING, SUCCEEDED, SKIPPED, FAILED, CANCELING, CANCELED, PAUSED),
 ``error`` a ``googlerpcStatus`` and ``run_details.task_details`` one ``V2beta1PipelineTaskDetail`` per task,
@@ -47,6 +51,7 @@ class FakeKfp:
         self.runs_created: dict[str, dict] = {}
         self.run_code = 200
         self.statuses: list[dict | int] = [run_status("PENDING")]
+        self.tag_name = "2.15.0"  # what Kubeflow 1.11 installs
         self._gets = 0
 
     def handle(self, method: str, url: str, body: bytes, headers: dict) -> tuple[int, dict]:
@@ -55,7 +60,7 @@ class FakeKfp:
             {"method": method, "path": parsed.path, "headers": headers, "body": json.loads(body) if body else None}
         )
         if parsed.path == "/apis/v2beta1/healthz":
-            return 200, {"multi_user": False}
+            return 200, self._healthz()
         if parsed.path == "/apis/v2beta1/experiments" and method == "GET":
             return 200, {"experiments": self.experiments, "total_size": len(self.experiments)}
         if parsed.path == "/apis/v2beta1/experiments" and method == "POST":
@@ -68,6 +73,12 @@ class FakeKfp:
         if run and method == "GET":
             return self._get_run(run.group(1))
         return 404, {"error_message": f"no route {method} {parsed.path}", "code": 5}
+
+    def _healthz(self) -> dict:
+        answer = {"commit_sha": "0123abcd", "tag_name": self.tag_name, "multi_user": False}
+        if self.tag_name == "unknown" or tuple(int(p) for p in self.tag_name.split(".")[:2]) >= (2, 14):
+            answer["pipeline_store"] = "database"
+        return answer
 
     def _create_run(self, body: dict) -> tuple[int, dict]:
         if self.run_code != 200:

@@ -1,11 +1,19 @@
 """The PlatformSpec's executor configs against the fields the KFP backend's driver knows.
 
 The KFP SDK cannot check them: ``PlatformDeploymentConfig.executors`` is ``map<string, Struct>``, so any key
-parses. The backend's driver then parses each executor's config into ``KubernetesExecutorConfig``: on backends
-2.1-2.4 strictly (``jsonpb.UnmarshalString`` in backend/src/v2/cmd/driver/main.go), so an unknown field fails
-the step; from 2.5 with ``AllowUnknownFields`` (backend/src/common/util/json.go), so it is silently dropped.
-The field names below are vendored from the proto the driver was built with: the
-``github.com/kubeflow/pipelines/kubernetes_platform`` version that the backend's go.mod pins."""
+parses. The backend then parses each executor's config into ``KubernetesExecutorConfig``:
+- 2.1-2.4: the driver, strictly (``jsonpb.UnmarshalString`` in backend/src/v2/cmd/driver/main.go:138@2.1.0), so
+  an unknown field fails the step;
+- 2.5: the driver drops it (``util.UnmarshalString``, ``DiscardUnknown``/``AllowUnknownFields``:
+  backend/src/common/util/json.go:72-75@2.5.0), and so does the API server's workflow compiler, which ignores a
+  config it cannot parse (``if err == nil``, backend/src/v2/compiler/argocompiler/container.go:446@2.5.0);
+- 2.14-2.17: the API server's compiler parses it with a strict ``protojson.Unmarshal`` and refuses the run
+  ("failed to unmarshal kubernetes config": container.go:285@2.14.0, :309@2.15.0, :320@2.16.0, :326@2.17.0;
+  kubeflow/pipelines#12049), though the driver still drops it (json.go:72-77@2.16.0).
+So a field of a newer backend's proto is refused by 2.14 and 2.15 (``torchtfx submit`` checks the server's
+version first: test_submit.py). The field names below are vendored from the proto the backend was built with:
+the ``github.com/kubeflow/pipelines/kubernetes_platform`` version that the backend's go.mod pins, in-tree from
+2.5.0."""
 
 from __future__ import annotations
 
@@ -100,10 +108,12 @@ FIELDS_2_3 = {
 # too (secret_name, constant, ... deprecated but still read: backend/src/v2/driver/k8s.go:374-395@2.14.0); 2.16.0
 # adds the container's securityContext (proto line 43, message at 277; applied at k8s.go:724-762@2.16.0), the same
 # at 2.17.0. Only the messages this project writes, and what they gained:
+# 2.14.0 and 2.15.0: KubernetesExecutorConfig ends at empty_dir_mounts = 17, no securityContext
+# (kubernetes_executor_config.proto:24-43@2.15.0).
+FIELDS_2_14 = {**FIELDS_2_3, "ImagePullSecret": ("secret_name", "secret_name_parameter")}
 FIELDS_2_16 = {
-    **FIELDS_2_3,
+    **FIELDS_2_14,
     "KubernetesExecutorConfig": (*FIELDS_2_3["KubernetesExecutorConfig"], "security_context:SecurityContext"),
-    "ImagePullSecret": ("secret_name", "secret_name_parameter"),
     "SecurityContext": ("run_as_user", "run_as_group", "run_as_non_root"),
 }
 FIELDS_BY_BACKEND = {
@@ -111,6 +121,8 @@ FIELDS_BY_BACKEND = {
     "2.2": FIELDS_2_1,
     "2.3": FIELDS_2_3,
     "2.4": FIELDS_2_3,
+    "2.14": FIELDS_2_14,
+    "2.15": FIELDS_2_14,
     "2.16": FIELDS_2_16,
     "2.17": FIELDS_2_16,
 }
@@ -168,6 +180,9 @@ def test_the_check_names_a_misspelled_or_unknown_field():
         ("2.2", {"gpus_per_node": 0}),
         ("2.3", {"gpus_per_node": 4}),  # several GPUs in one pod: a memory-backed /dev/shm
         ("2.4", {"gpus_per_node": 8}),
+        ("2.14", {"gpus_per_node": 2}),  # the first backend whose server refuses an unknown field
+        ("2.15", {}),  # Kubeflow 1.11
+        ("2.15", {"num_nodes": 2, "gpus_per_node": 4}),
         ("2.16", {"gpus_per_node": 2}),  # and the container's user (securityContext)
         ("2.17", {"num_nodes": 2}),
     ],
@@ -208,3 +223,10 @@ def test_from_2_16_every_step_runs_as_the_images_user_and_non_root(tmp_path):
     for backend in ("2.1", "2.3", "2.15"):
         configs = executor_configs({**pools_raw(), "kfp_backend": backend}, tmp_path).values()
         assert not [c for c in configs if "securityContext" in c], backend
+
+
+def test_what_2_16_adds_is_what_a_2_15_server_would_refuse(tmp_path):
+    """The run a 2.15 server refuses (container.go:309@2.15.0): the 2.16 package's securityContext, on every step."""
+    for label, config in executor_configs({**pools_raw(), "kfp_backend": "2.16"}, tmp_path).items():
+        refused = unknown_fields(config, "KubernetesExecutorConfig", FIELDS_BY_BACKEND["2.15"])
+        assert refused == ["securityContext"], label

@@ -32,6 +32,20 @@ def package(tmp_path_factory):
     )
 
 
+@pytest.fixture(scope="module")
+def package_2_16(tmp_path_factory):
+    """Compiled through the command line for backend 2.16 (its PlatformSpec has securityContext)."""
+    from torchtfx.pipeline.cli.kubeflow import compile_cmd
+
+    output = tmp_path_factory.mktemp("pkg216") / "torchtfx-taxi.yaml"
+    config = PROJECT_ROOT / "kubeflow" / "pools.yaml"
+    result = CliRunner().invoke(
+        compile_cmd, ["--config", str(config), "--output", str(output), "--kfp-backend", "2.16"]
+    )
+    assert result.exit_code == 0, result.output
+    return output
+
+
 @pytest.fixture
 def kfp():
     state = FakeKfp()
@@ -127,6 +141,48 @@ def test_refused_run_says_why(kfp, package):
     kfp.run_code = 403
     with pytest.raises(SubmitError, match=r"403.*KFP_TOKEN"):
         submit(package, host=kfp.url, experiment="taxi", run_name="x", namespace=NS)
+
+
+# ------------------------------------------------------------------ the server's backend version
+
+
+def test_a_package_for_a_newer_backend_than_the_server_is_refused_before_the_run(kfp, package_2_16):
+    """KFP 2.15 (Kubeflow 1.11) compiles each run's executor configs with a strict protojson.Unmarshal
+    (backend/src/v2/compiler/argocompiler/container.go:309@2.15.0) and would refuse the 2.16 securityContext
+    with an opaque server error; submit names both versions and the fix before creating anything."""
+    from torchtfx.pipeline.cli.kubeflow import submit_cmd
+
+    kfp.tag_name = "2.15.0"
+    refusal = r"compiled for Kubeflow Pipelines backend 2.16, but the server runs 2\.15\.0"
+    with pytest.raises(SubmitError, match=refusal):
+        submit(package_2_16, host=kfp.url, experiment="taxi", run_name="r", namespace=NS)
+    args = ["--package", str(package_2_16), "--host", kfp.url, "--namespace", NS]
+    result = CliRunner().invoke(submit_cmd, args)
+    assert result.exit_code == 1 and "torchtfx compile --kfp-backend 2.15" in result.output, result.output
+    assert "Traceback" not in result.output and kfp.runs() == [] and kfp.experiments == []
+
+
+@pytest.mark.parametrize("tag", ["2.16.0", "2.17.0"])
+def test_a_package_for_the_servers_backend_or_older_goes_and_keeps_its_record(kfp, package_2_16, tag):
+    kfp.tag_name = tag
+    submit(package_2_16, host=kfp.url, experiment="taxi", run_name="r", namespace=NS)
+    (run,) = kfp.runs()
+    description = run["body"]["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["description"]
+    assert json.loads(description.removeprefix("torchtfx "))["kfp_backend"] == "2.16"  # the spec the server keeps
+
+
+def test_a_server_whose_version_cannot_be_read_gets_the_run_with_a_warning(kfp, package_2_16, caplog):
+    kfp.tag_name = "unknown"  # an API server image built without TAG_NAME (backend/Dockerfile:66@2.16.0)
+    submit(package_2_16, host=kfp.url, experiment="taxi", run_name="r", namespace=NS)
+    assert len(kfp.runs()) == 1
+    assert "could not read the Kubeflow Pipelines server's version" in caplog.text
+    assert "torchtfx compile --kfp-backend <server version>" in caplog.text
+
+
+def test_a_package_for_the_oldest_backend_runs_on_any_server(kfp, package):
+    kfp.tag_name = "2.1.0"
+    submit(package, host=kfp.url, experiment="taxi", run_name="r", namespace=NS)
+    assert len(kfp.runs()) == 1
 
 
 # ------------------------------------------------------------------ submit --wait
