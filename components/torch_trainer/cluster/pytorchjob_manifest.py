@@ -1,6 +1,17 @@
-"""The kubeflow.org/v1 PyTorchJob manifest for multi-node DDP (Training Operator v1): Master + Workers (or elastic
-Workers), each pod running the same torchrun entry point as the local path. Also the naming, namespace and command
-helpers that the TrainJob manifest (trainjob_manifest.py) shares.
+"""The kubeflow.org/v1 PyTorchJob manifest for multi-node DDP (Training Operator v1): Workers only, with an
+``elasticPolicy`` (c10d rendezvous), each pod running the same torchrun entry point as the local path. Also the
+naming, namespace and command helpers that the TrainJob manifest (trainjob_manifest.py) shares.
+
+Why no Master: when a job has a Master the operator adds an ``init-pytorch`` init container to every Worker
+(pkg/controller.v1/pytorch/initcontainer.go:116-133@v1.9.2) from a built-in template (initcontainer.go:35-46@v1.9.2:
+image ``alpine:3.10``, pkg/config/config.go:28@v1.9.2, and no securityContext), which Pod Security "restricted"
+refuses (allowPrivilegeEscalation and capabilities unset), and which an air-gapped registry cannot pull. Only the
+cluster admin can change it (the operator's --pytorch-init-container-template-file/-image flags,
+cmd/training-operator.v1/main.go:104-109@v1.9.2), so the job avoids it: "No master is specified, skip setting init
+container" (initcontainer.go:116-120@v1.9.2). A fixed-size job is an elastic job with minReplicas = maxReplicas =
+num_nodes: PET_NNODES "n:n" (pkg/controller.v1/pytorch/elastic.go:139-143@v1.9.2), the rendezvous at
+``<name>-worker-0:<pytorchjob-port>`` (elastic.go:146-168@v1.9.2), the node ranks assigned by torchrun's c10d
+rendezvous, so global rank 0 (the side effects) may run on any Worker pod.
 
 API facts (github.com/kubeflow/trainer at v1.9.2, the Training Operator v1):
 - group/version/plural kubeflow.org/v1 pytorchjobs; ``nprocPerNode`` is a *string
@@ -9,8 +20,11 @@ API facts (github.com/kubeflow/trainer at v1.9.2, the Training Operator v1):
   ``maxRestarts`` (pytorch_types.go:123@v1.9.2): elastic restarts live here, and only here (Trainer v2 has none);
 - pod labels training.kubeflow.org/job-name and training.kubeflow.org/replica-type
   (pkg/apis/kubeflow.org/v1/common_types.go:28,34@v1.9.2);
-- the operator sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK (pkg/controller.v1/pytorch/envvar.go:31-35@v1.9.2)
-  and PET_MASTER_PORT/PET_MASTER_ADDR (pkg/controller.v1/pytorch/master.go:18-19@v1.9.2).
+- without a Master the operator sets no PET_NODE_RANK/PET_MASTER_ADDR (pkg/controller.v1/pytorch/envvar.go:66-97@
+  v1.9.2) but PET_RDZV_ENDPOINT/PET_RDZV_BACKEND/PET_NNODES (elastic.go:78-91@v1.9.2);
+- with an elasticPolicy the job is Succeeded once any Worker succeeds (pytorchjob_controller.go:404-417@v1.9.2):
+  torchrun's exit barrier keeps each node's agent until every node's workers are done (torch 2.14
+  distributed/elastic/agent/server/api.py:936-938,976-1013, exit_barrier_timeout 300 s).
 """
 
 from __future__ import annotations
@@ -79,8 +93,9 @@ def worker_command(job_path: str, max_restarts: int, fatal_marker: str) -> list[
     """The same entry point as the local path, minus --standalone/--nnodes/--nproc-per-node: each worker starts
     through the lifeline, which refuses to start it again after a failure that a restart would only repeat
     (``fatal_marker``, on the shared volume, written by the failing worker: worker/fatal.py)."""
-    # On a PyTorchJob the operator sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR and
-    # PET_MASTER_PORT (PET_RDZV_* for elastic jobs); on a TrainJob the torch plugin sets the same five
+    # On a PyTorchJob (Workers + elasticPolicy) the operator sets PET_NNODES "min:max", PET_NPROC_PER_NODE,
+    # PET_RDZV_ENDPOINT, PET_RDZV_BACKEND and PET_MAX_RESTARTS (pytorch/envvar.go:99-116, elastic.go:78-98@v1.9.2);
+    # on a TrainJob the torch plugin sets PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR/PORT
     # (trainer pkg/runtime/framework/plugins/torch/torch.go:135-158@v2.1.0). torchrun reads PET_<OPTION> as each
     # option's default.
     return [
@@ -126,25 +141,20 @@ def _pod_template(settings: PyTorchJobSettings, command: list[str], labels: dict
 
 
 def build_manifest(settings: PyTorchJobSettings, name: str, command: list[str], labels: dict[str, str]) -> dict:
-    """A kubeflow.org/v1 PyTorchJob: Master (1) + Worker (num_nodes - 1), or Workers only when elastic."""
-
-    def replica(count: int) -> dict[str, Any]:
-        template = _pod_template(settings, command, labels)
-        return {"replicas": count, "restartPolicy": "OnFailure", "template": template}
-
-    spec: dict[str, Any] = {"nprocPerNode": str(settings.nproc_per_node)}  # the v1 API types it as *string
-    if settings.elastic:
-        # Elastic rendezvous runs at <name>-worker-0 and min/maxReplicas bound the Worker count,
-        # so every node is a Worker (a Master would be a node outside those bounds).
-        spec["pytorchReplicaSpecs"] = {"Worker": replica(settings.num_nodes)}
-        spec["elasticPolicy"] = {
-            "minReplicas": settings.elastic_min_nodes,
-            "maxReplicas": settings.elastic_max_nodes,
+    """A kubeflow.org/v1 PyTorchJob: ``num_nodes`` Workers and an elasticPolicy (no Master: see the module doc),
+    bounded by elastic_min/max_nodes, or fixed at num_nodes (min = max) when those are not set."""
+    template = _pod_template(settings, command, labels)
+    worker = {"replicas": settings.num_nodes, "restartPolicy": "OnFailure", "template": template}
+    spec: dict[str, Any] = {
+        "nprocPerNode": str(settings.nproc_per_node),  # the v1 API types it as *string
+        "pytorchReplicaSpecs": {"Worker": worker},
+        "elasticPolicy": {
+            "minReplicas": settings.elastic_min_nodes if settings.elastic else settings.num_nodes,
+            "maxReplicas": settings.elastic_max_nodes if settings.elastic else settings.num_nodes,
             "rdzvBackend": "c10d",
             "maxRestarts": settings.max_restarts,
-        }
-    else:
-        spec["pytorchReplicaSpecs"] = {"Master": replica(1), "Worker": replica(settings.num_nodes - 1)}
+        },
+    }
     # cleanPodPolicy None: pods stay until PyTorchJobRunner deletes the job, so a failed replica's log can be
     # read first (with OnFailure a crashed container restarts in place and its pod never leaves Running).
     spec["runPolicy"] = {

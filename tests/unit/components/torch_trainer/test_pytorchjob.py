@@ -87,16 +87,17 @@ def _assert_pod_template(template: dict) -> None:
     assert all("value" not in e for e in container["env"] if "valueFrom" in e)
 
 
-def test_static_manifest_has_master_and_worker():
-    """Real build_manifest output for 2 nodes x 4 GPUs; checked against the PyTorchJob v1 rules (nothing simulated)."""
+def test_static_manifest_runs_every_node_as_worker():
+    """Real build_manifest output for 2 nodes x 4 GPUs; checked against the PyTorchJob v1 rules (nothing simulated).
+    No Master, so the operator adds no init-pytorch container (test_pod_security.py): a fixed-size elasticPolicy."""
     m = manifest()
     assert (m["apiVersion"], m["kind"]) == ("kubeflow.org/v1", "PyTorchJob")
     assert m["metadata"] == {"name": NAME, "namespace": "kubeflow", "labels": {"app": "torchtfx"}}
     replicas = m["spec"]["pytorchReplicaSpecs"]
-    assert {k: v["replicas"] for k, v in replicas.items()} == {"Master": 1, "Worker": 1}
+    assert {k: v["replicas"] for k, v in replicas.items()} == {"Worker": 2}
     assert {v["restartPolicy"] for v in replicas.values()} == {"OnFailure"}
     assert m["spec"]["nprocPerNode"] == "4"
-    assert "elasticPolicy" not in m["spec"]
+    assert m["spec"]["elasticPolicy"] == {"minReplicas": 2, "maxReplicas": 2, "rdzvBackend": "c10d", "maxRestarts": 3}
     run_policy = m["spec"]["runPolicy"]
     assert run_policy["backoffLimit"] == 3 and run_policy["activeDeadlineSeconds"] == 24 * 3600
     assert run_policy["cleanPodPolicy"] == "None"

@@ -104,7 +104,7 @@ def test_every_pod_template_is_restricted_compliant():
         extra = {"elastic_min_nodes": 2, "elastic_max_nodes": 4} if elastic else {}
         m = pj_manifest.build_manifest(settings(**extra), NAME, ["python"], {})
         templates += [r["template"] for r in m["spec"]["pytorchReplicaSpecs"].values()]
-    assert len(templates) == 4
+    assert len(templates) == 3  # PyTorchJobs are Workers only (no Master: test_pod_security.py)
     for template in templates:
         spec = template["spec"]
         assert spec["securityContext"] == RESTRICTED_POD
