@@ -19,6 +19,8 @@ from torchtfx.pipeline.kfp.checkpoints import check_checkpoints
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, KubeflowSettings, Resources, resolved_for_kubeflow
 from torchtfx.pipeline.kfp.package_info import describe
 from torchtfx.pipeline.kfp.platform import executor_label, mlflow_secret_env, platform_spec
+from torchtfx.pipeline.kfp.run_id import bind_run_id, header_without_run_id
+from torchtfx.pipeline.kfp.values import parse_backend
 from torchtfx.pipeline.settings.beam_args import with_dependency
 from torchtfx.pipeline.settings.bound import PipelineSettings
 from torchtfx.pipeline.settings.model_choice import checked_model
@@ -207,6 +209,8 @@ def compile_pipeline(settings: KubeflowSettings, output: Path, resolved: Resolve
     header = "".join(line + "\n" for line in text.splitlines() if line.startswith("#"))
     spec = yaml.safe_load(text)
     _finish_spec(spec, settings)
+    if bind_run_id(spec, parse_backend(settings.kfp_backend)):
+        header = header_without_run_id(header)
     platform = platform_spec(settings, [c.id for c in pipeline.components])
     output.parent.mkdir(parents=True, exist_ok=True)
     with output.open("w") as out:

@@ -18,12 +18,12 @@ from typing import Any
 from torchtfx.components.stage_failure import StageFailure
 from torchtfx.data.config.strict import load_yaml_text
 from torchtfx.pipeline.kfp.package_info import recorded, version_of
+from torchtfx.pipeline.kfp.run_id import RUN_ID_PARAMETER
 
 logger = logging.getLogger(__name__)
 
 TOKEN_ENV = "KFP_TOKEN"
 TOKEN_PATH_ENV = "KF_PIPELINES_SA_TOKEN_PATH"
-RUN_ID_PARAMETER = "pipeline-run-id"
 
 
 class SubmitError(StageFailure):
@@ -85,7 +85,8 @@ def run_arguments(spec: dict[str, Any], params: dict[str, str], run_name: str) -
         raise SubmitError(f"unknown pipeline parameters {unknown}; this pipeline takes {sorted(declared)}")
     arguments = dict(params)
     if RUN_ID_PARAMETER in declared:
-        # The KFP backend does not substitute run placeholders in parameters, so the run id is passed in.
+        # A package for backend 2.1-2.4, whose driver substitutes no placeholder: the run id is passed in
+        # (from 2.5 the steps take the run's UUID instead and the parameter is gone: run_id.py).
         arguments.setdefault(RUN_ID_PARAMETER, f"{run_name}-{uuid.uuid4().hex[:8]}")
     return arguments
 

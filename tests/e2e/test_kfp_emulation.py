@@ -194,7 +194,7 @@ def test_registry_gets_the_champion_through_the_secret_provided_store(emulated):
     from torchtfx.components.shared.mlflow_client import Registry
 
     champion = Registry(f"sqlite:///{root / 'mlflow.db'}", "torchtfx-taxi").alias_version("champion")
-    assert champion.tags["pipeline_run_id"] == RUN_ID  # the run id `torchtfx submit` passes in
+    assert champion.tags["pipeline_run_id"] == RUN_ID  # the run's own id, {{$.pipeline_job_uuid}} from 2.5
     assert champion.tags["data_fingerprint"].startswith("split:single_split")
     # What later runs read back names the artifact store's URI, not the pod-local copy.
     assert champion.tags["train_statistics_uri"].startswith("file://") and champion.tags["model_uri"].startswith(

@@ -13,6 +13,8 @@ Backend versions (``backend``, the ``kfp_backend`` setting), each from the backe
 - 2.5+: the driver adds the output ``executor-logs`` typed ``system.Artifact`` (``driver.go:2031@2.5.0``,
   ``publish_logs`` defaults to true, ``cmd/driver/main.go:85@2.5.0``); the launcher tees the step's output
   into it and uploads it whatever the executor output says (``launcher_v2.go:467-488,540-592@2.5.0``).
+- 2.5+: a task input's constant ``{{$.pipeline_job_uuid}}`` is replaced by the run's id (``driver.go:1648-1649
+  @2.5.0``, ``resolve.go:440-441@2.17.0``); 2.1-2.4 pass it on verbatim.
 - 2.15+: every output artifact is named by its key, and ``outputs.outputFile`` is
   ``<local task root>/output_metadata.json`` instead of ``/tmp/kfp_outputs/output_metadata.json``
   (``driver.go:692-724@2.15.0``).
@@ -95,11 +97,16 @@ def topological_order(tasks: dict[str, Any]) -> list[str]:
     return order
 
 
-def _parameter_values(task: dict[str, Any], pipeline_params: dict[str, Any]) -> dict[str, Any]:
+def parameter_values(
+    task: dict[str, Any], pipeline_params: dict[str, Any], run_id: str, backend: tuple[int, int]
+) -> dict[str, Any]:
+    """A task's input parameters as the driver resolves them."""
+    job = {"{{$.pipeline_job_uuid}}": run_id} if backend >= (2, 5) else {}
     values = {}
     for name, source in task.get("inputs", {}).get("parameters", {}).items():
         if "runtimeValue" in source:
-            values[name] = source["runtimeValue"]["constant"]
+            constant = source["runtimeValue"]["constant"]
+            values[name] = job.get(constant, constant) if isinstance(constant, str) else constant
         elif "componentInputParameter" in source:
             values[name] = pipeline_params[source["componentInputParameter"]]
         else:
@@ -204,7 +211,10 @@ class Launcher:
             published = self.results[producer["producerTask"]].outputs[producer["outputArtifactKey"]]
             artifacts[key] = {"artifacts": [published]}
         return {
-            "inputs": {"parameterValues": _parameter_values(task, params), "artifacts": artifacts},
+            "inputs": {
+                "parameterValues": parameter_values(task, params, self.run_id, self.backend),
+                "artifacts": artifacts,
+            },
             "outputs": {
                 "artifacts": self._output_artifacts(task_root, component),
                 "outputFile": self._output_file(task_root, self.root / task_name),

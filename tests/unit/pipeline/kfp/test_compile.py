@@ -82,7 +82,8 @@ def test_spec_is_schema_2_1_with_one_executor_per_step_and_no_resolver(compiled)
         assert container["image"] == pools_raw()["image"], label
         assert container["command"] == ["python", "-m", "torchtfx.pipeline.kfp.entrypoint"], label
         assert "{{$}}" in container["args"], label
-    # The run id is a pipeline parameter that `torchtfx submit` fills (KFP does not substitute it itself).
+    # For a 2.1-2.4 backend the run id is a pipeline parameter that `torchtfx submit` fills (those drivers substitute
+    # no placeholder); from 2.5 the steps take the run's UUID (test_run_id.py).
     assert "pipeline-run-id" in spec["root"]["inputDefinitions"]["parameters"]
 
 

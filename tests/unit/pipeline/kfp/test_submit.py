@@ -169,6 +169,7 @@ def test_a_package_for_the_servers_backend_or_older_goes_and_keeps_its_record(kf
     (run,) = kfp.runs()
     description = run["body"]["pipeline_spec"]["pipeline_spec"]["pipelineInfo"]["description"]
     assert json.loads(description.removeprefix("torchtfx "))["kfp_backend"] == "2.16"  # the spec the server keeps
+    assert "pipeline-run-id" not in run["body"]["runtime_config"].get("parameters", {})  # the run's UUID instead
 
 
 def test_a_server_whose_version_cannot_be_read_gets_the_run_with_a_warning(kfp, package_2_16, caplog):
