@@ -118,7 +118,9 @@ class TrainerDeployment(_CpuMemory):
     # are on multi-user Kubeflow), read at run time from the pod's service account.
     namespace: str | None = None
     elastic: ElasticNodes | None = None
-    backoff_limit: pydantic.NonNegativeInt = 3
+    # The PyTorchJob's runPolicy.backoffLimit; None: 3 there. A TrainJob has no such field (kubeflow/README.md),
+    # so a value set here makes the Trainer step use the PyTorchJob where served, and refuse a TrainJob.
+    backoff_limit: pydantic.NonNegativeInt | None = None
     timeout_minutes: pydantic.PositiveInt = 240
     hyperparameters: TrainerHParams = TrainerHParams()
 

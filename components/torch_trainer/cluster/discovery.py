@@ -98,15 +98,16 @@ def _trainjob_spec_fields(document: dict) -> set[str]:
 def select_runner(
     settings: PyTorchJobSettings, api: client.CustomObjectsApi, core_api: client.CoreV1Api
 ) -> ClusterJobRunner:
-    """TrainJob where served (unless elastic settings ask for what only a PyTorchJob has and it is served too),
-    else PyTorchJob; neither is an error that names both."""
+    """TrainJob where served (unless elastic settings or a backoff_limit ask for what only a PyTorchJob has and it
+    is served too), else PyTorchJob; neither is an error that names both."""
     has_trainjob, has_pytorchjob = serves(api, *TRAINJOB), serves(api, *PYTORCHJOB)
-    if has_trainjob and not (settings.elastic and has_pytorchjob):
+    needs_pytorchjob = settings.elastic or settings.backoff_limit is not None
+    if has_trainjob and not (needs_pytorchjob and has_pytorchjob):
         shape = trainjob_shape(api.api_client)
         logger.info("Multi-node training as a TrainJob (Kubeflow Trainer %s line: spec.%s)", shape.since, shape.field)
         return TrainJobRunner(api, core_api, shape=shape)
     if has_pytorchjob:
-        why = "elastic settings need its elasticPolicy" if has_trainjob else "no Kubeflow Trainer v2 here"
+        why = "elastic/backoff_limit settings need it" if has_trainjob else "no Kubeflow Trainer v2 here"
         logger.info("Multi-node training as a PyTorchJob (Training Operator v1): %s", why)
         return PyTorchJobRunner(api, core_api)
     raise ClusterJobFailedError(NEITHER)

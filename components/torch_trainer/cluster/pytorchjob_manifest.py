@@ -38,7 +38,7 @@ from typing import Any
 
 from torchtfx.components.torch_trainer.cluster import pod_spec
 from torchtfx.components.torch_trainer.cluster.lifeline import MODULE as LIFELINE_MODULE
-from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
+from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import DEFAULT_BACKOFF_LIMIT, PyTorchJobSettings
 from torchtfx.components.torch_trainer.handoff.constants import WORKER_MODULE
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "pytorchjobs"
@@ -158,7 +158,7 @@ def build_manifest(settings: PyTorchJobSettings, name: str, command: list[str], 
     # cleanPodPolicy None: pods stay until PyTorchJobRunner deletes the job, so a failed replica's log can be
     # read first (with OnFailure a crashed container restarts in place and its pod never leaves Running).
     spec["runPolicy"] = {
-        "backoffLimit": settings.backoff_limit,
+        "backoffLimit": DEFAULT_BACKOFF_LIMIT if settings.backoff_limit is None else settings.backoff_limit,
         "activeDeadlineSeconds": settings.timeout_seconds,
         "cleanPodPolicy": "None",
         "ttlSecondsAfterFinished": _TTL_AFTER_FINISHED,

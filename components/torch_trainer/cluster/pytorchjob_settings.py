@@ -86,6 +86,9 @@ class SecretEnv(_ClusterSection):
         return self
 
 
+DEFAULT_BACKOFF_LIMIT = 3
+
+
 def cpu_cores(quantity: str) -> float:
     try:
         return float(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
@@ -112,7 +115,7 @@ class PyTorchJobSettings(_ClusterSection):
     elastic_min_nodes: int | None = None
     elastic_max_nodes: int | None = None
     max_restarts: int = 3
-    backoff_limit: int = 3
+    backoff_limit: int | None = None  # the PyTorchJob's runPolicy.backoffLimit; None: DEFAULT_BACKOFF_LIMIT
     timeout_seconds: int = 24 * 3600
     poll_seconds: float = 10.0
     service_account: str | None = None
@@ -137,7 +140,7 @@ class PyTorchJobSettings(_ClusterSection):
             (n >= 2, f"num_nodes must be >= 2 for a multi-node job (got {n}); one node uses the local torchrun path"),
             (self.nproc_per_node >= 1, f"nproc_per_node must be >= 1 (got {self.nproc_per_node})"),
             (self.gpus_per_node >= 0, f"gpus_per_node must be >= 0 (got {self.gpus_per_node})"),
-            (self.max_restarts >= 0 and self.backoff_limit >= 0, "max_restarts and backoff_limit must be >= 0"),
+            (self.max_restarts >= 0 and (self.backoff_limit or 0) >= 0, "max_restarts and backoff_limit must be >= 0"),
             (self.timeout_seconds > 0 and self.poll_seconds > 0, "timeout_seconds and poll_seconds must be > 0"),
             (
                 all(is_secret_name(s) for s in self.image_pull_secrets),

@@ -61,6 +61,20 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 PATCH_MANAGER = "torchtfx.io/trainer"  # runtimePatches[].manager must be a domain-prefixed path
 
+# No Trainer v2 TrainJob field reaches a node Job's backoffLimit or the JobSet's failurePolicy: v2.1's pod
+# overrides are pod-level (trainjob_types.go:267-363@v2.1.0), v2.2+'s JobSpecPatch holds only the pod template and
+# JobSetSpecPatch only replicatedJobs (trainjob_types.go:330-368@v2.2.0, :336-375@v2.3.0), and torch-distributed
+# sets neither, so each node's Job keeps Kubernetes' default of 6 (the runtime CRD's JobSpec.backoffLimit doc:
+# manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml:941@v2.1.0) and one failed Job fails the
+# JobSet (maxRestarts 0: jobset api/jobset/v1alpha2/jobset_types.go:376-379@v0.10.1).
+BACKOFF_LIMIT_REFUSED = (
+    "trainer.backoff_limit: {} is set, but this cluster runs multi-node training as a Kubeflow Trainer v2 TrainJob, "
+    "which has no backoff limit to set (each node's Job keeps Kubernetes' default of 6 pod failures, and one failed "
+    "node fails the TrainJob). Remove trainer.backoff_limit (trainer.hyperparameters.max_restarts sets torchrun's "
+    "restarts within each node), or install the Kubeflow Training Operator v1, whose PyTorchJob has "
+    "runPolicy.backoffLimit"
+)
+
 logger = logging.getLogger(__name__)
 
 
@@ -177,6 +191,8 @@ def build_trainjob(
             "numNodes); remove them (torchrun --max-restarts still restarts failed workers within each node) or "
             "install the Kubeflow Training Operator v1, whose PyTorchJob has an elasticPolicy"
         )
+    if settings.backoff_limit is not None:
+        raise PyTorchJobConfigError(BACKOFF_LIMIT_REFUSED.format(settings.backoff_limit))
     metadata, spec = pod_override(settings, labels)
     fitted_metadata, fitted_spec, dropped = _fit(shape, metadata, spec)
     _check_shape(settings, shape, dropped)

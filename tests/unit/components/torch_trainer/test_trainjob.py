@@ -150,6 +150,17 @@ def test_elastic_settings_are_refused_for_a_trainjob():
         trainjob(elastic_min_nodes=2, elastic_max_nodes=4)
 
 
+def test_backoff_limit_is_refused_for_a_trainjob():
+    """Trainer v2 has no backoff limit (no TrainJob field reaches the node Jobs or the JobSet's failurePolicy): a
+    trainer.backoff_limit names why and what to use instead, rather than being dropped; unset, the TrainJob builds."""
+    with pytest.raises(PyTorchJobConfigError) as err:
+        trainjob(backoff_limit=5)
+    text = str(err.value)
+    for needle in ("trainer.backoff_limit: 5", "no backoff limit", "default of 6", "max_restarts", "runPolicy"):
+        assert needle in text
+    assert trainjob()["kind"] == "TrainJob"
+
+
 # ------------------------------------------------------------- discovery
 
 
@@ -198,6 +209,22 @@ def test_discovery_keeps_pytorchjob_for_elastic_settings(cluster):
     assert discovery.select_runner(settings(elastic_min_nodes=2, elastic_max_nodes=4), api, core).kind.kind == (
         "PyTorchJob"
     )
+
+
+def test_discovery_keeps_pytorchjob_for_a_backoff_limit(cluster):
+    """Both served and trainer.backoff_limit set: the PyTorchJob, whose runPolicy carries it; only Trainer v2 served:
+    the TrainJob refuses it before anything is created."""
+    _, api, core = cluster(("trainjobs", "pytorchjobs"))
+    runner = discovery.select_runner(settings(backoff_limit=5), api, core)
+    assert runner.kind.kind == "PyTorchJob"
+    assert (
+        runner.build_manifest(settings(backoff_limit=5), NAME, ["python"], {})["spec"]["runPolicy"]["backoffLimit"] == 5
+    )
+    state, api, core = cluster(("trainjobs",))
+    runner = discovery.select_runner(settings(backoff_limit=5, image_pull_secrets=()), api, core)
+    with pytest.raises(PyTorchJobConfigError, match=r"trainer\.backoff_limit: 5"):
+        runner.build_manifest(settings(backoff_limit=5, image_pull_secrets=()), NAME, ["python"], {})
+    assert ("POST", f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{NS}/trainjobs") not in state.requests
 
 
 def test_discovery_with_neither_names_both(cluster):
