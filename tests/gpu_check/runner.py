@@ -16,6 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
+from tests.paths import PROJECT_ROOT
 from torchtfx.components.torch_trainer.handoff.devices import CudaStatus, cuda_status
 
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
@@ -126,9 +127,8 @@ def _gpu_names() -> tuple[str, ...]:
 def run_child(argv: list[str], timeout_s: float, log_path: Path) -> tuple[str, str]:
     """Run one item's process (its own session, so that a timeout kills everything it started); its result is the
     last line of its stdout that starts with RESULT_MARK. Its whole output goes to ``log_path``."""
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=child_env()
-    )
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    proc = subprocess.Popen(argv, **pipes, start_new_session=True, env=child_env(), cwd=PROJECT_ROOT)
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -16,6 +16,7 @@ import torch
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tests.gpu_check.training import tiny_taxi
+from tests.paths import PROJECT_ROOT
 from tests.unit.components.torch_trainer.served_models import export_and_serve, train_briefly
 from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE, prediction_output
 from torchtfx.components.torch_trainer.handoff.materialize import example_batches
@@ -140,7 +141,9 @@ def _cpu_outputs(saved_dir: Path, split_uri: str, output: str, out: Path) -> np.
         f"np.save({str(out)!r}, serve_outputs({str(saved_dir)!r}, {split_uri!r}, {output!r}))"
     )
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=PROJECT_ROOT
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"the CPU run failed: {proc.stderr.strip().splitlines()[-1:]}")
     return np.load(out)
