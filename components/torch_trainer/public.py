@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the names' types, for mypy
         is_secret_name,
     )
     from torchtfx.components.torch_trainer.component import TorchTrainer
-    from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE
+    from torchtfx.components.torch_trainer.constants import DEFAULT_PARITY_TOLERANCE, LOG_ROOT_KEY
     from torchtfx.components.torch_trainer.handoff.devices import CUDA, CudaUnavailableError, require_cuda
     from torchtfx.components.torch_trainer.handoff.hparams import CPU_WORKERS, TrainerHParams
     from torchtfx.components.torch_trainer.modeling.factory import build_model, embed_source, provisional_spec
@@ -29,6 +29,7 @@ __all__ = [
     "CPU_WORKERS",
     "CUDA",
     "DEFAULT_PARITY_TOLERANCE",
+    "LOG_ROOT_KEY",
     "CudaUnavailableError",
     "PyTorchJobSettings",
     "SecretEnv",
@@ -53,6 +54,7 @@ __getattr__ = lazy_names(
         "is_secret_name": "torchtfx.components.torch_trainer.cluster.pytorchjob_settings",
         "TorchTrainer": "torchtfx.components.torch_trainer.component",
         "DEFAULT_PARITY_TOLERANCE": "torchtfx.components.torch_trainer.constants",
+        "LOG_ROOT_KEY": "torchtfx.components.torch_trainer.constants",
         "CPU_WORKERS": "torchtfx.components.torch_trainer.handoff.hparams",
         "CUDA": "torchtfx.components.torch_trainer.handoff.devices",
         "CudaUnavailableError": "torchtfx.components.torch_trainer.handoff.devices",

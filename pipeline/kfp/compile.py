@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from torchtfx.components.shared import contracts
-from torchtfx.components.torch_trainer.public import CPU_WORKERS, CUDA, TrainerHParams
+from torchtfx.components.torch_trainer.public import CPU_WORKERS, CUDA, LOG_ROOT_KEY, TrainerHParams
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.resources import SCHEMA_FOLDER, schemas_dir
 from torchtfx.pipeline.kfp.checkpoints import check_checkpoints
@@ -177,15 +177,37 @@ def step_resources(settings: KubeflowSettings, component_id: str) -> Resources:
 def _finish_spec(spec: dict[str, Any], settings: KubeflowSettings) -> None:
     """What TFX's compiler leaves out: the pipeline root, ExampleGen's resources (tfx#6146), and caching off
     for the steps that read or change the world outside their inputs."""
-    spec["defaultPipelineRoot"] = settings.pipeline_root  # shown by the UI; `torchtfx submit` sends it
-    # The backend it was compiled for: `torchtfx submit` refuses it on an older server (package_info.py).
-    spec["pipelineInfo"]["description"] = describe(settings.kfp_backend)
+    _set_root(spec, settings)
     for task_id in NEVER_CACHED:
         spec["root"]["dag"]["tasks"][task_id]["cachingOptions"] = {"enableCache": False}
     from google.protobuf import json_format
 
     container = spec["deploymentSpec"]["executors"][executor_label(contracts.EXAMPLE_GEN_ID)]["container"]
     container["resources"] = json_format.MessageToDict(resource_spec(settings.resources_for(contracts.EXAMPLE_GEN_ID)))
+
+
+def _set_root(spec: dict[str, Any], settings: KubeflowSettings) -> None:
+    """The root ``torchtfx submit`` sends, and the backend it was compiled for (``submit`` refuses the package on
+    an older server), both in the package record (package_info.py).
+
+    A per-namespace root (``{namespace}`` in it) is kept out of ``defaultPipelineRoot``: the KFP UI fills its
+    run and recurring-run form's pipeline root with the spec's ``defaultPipelineRoot`` and creates the run with
+    it (frontend/src/pages/NewRunV2.tsx:310-316,372-374@2.15.0), so the literal ``{namespace}`` would be the
+    run's root and its first upload lies outside the namespace's writable prefixes. Without it such a run takes
+    the namespace's ``kfp-launcher`` ConfigMap root (backend/src/v2/driver/root_dag.go:80,96-100@2.15.0). The
+    Trainer's log root, compiled from the same root, is left empty for the same reason: the step then derives
+    it from its model artifact's URI, which lies under the run's actual root (run_logs.py)."""
+    from torchtfx.pipeline.kfp.pipeline_root import NAMESPACE_PLACEHOLDER
+
+    root = settings.pipeline_root
+    if NAMESPACE_PLACEHOLDER in root:
+        spec.pop("defaultPipelineRoot", None)
+        trainer = spec["root"]["dag"]["tasks"][contracts.TRAINER_ID]["inputs"]["parameters"]
+        trainer[LOG_ROOT_KEY] = {"runtimeValue": {"constant": ""}}
+        spec["pipelineInfo"]["description"] = describe(settings.kfp_backend, root_template=root)
+    else:
+        spec["defaultPipelineRoot"] = root  # shown by the UI, used by its runs; `torchtfx submit` sends it
+        spec["pipelineInfo"]["description"] = describe(settings.kfp_backend)
 
 
 def _runner_config(settings: KubeflowSettings):

@@ -51,12 +51,14 @@ def read_package(package: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def pipeline_root(spec: dict[str, Any], package: Path) -> str | None:
-    """The spec's ``defaultPipelineRoot``, which the run must carry itself: the KFP backend takes the run's
-    pipeline root, else the namespace's kfp-launcher ConfigMap, and never reads the spec's (driver.go at
-    2.1.0, root_dag.go at 2.14.3). None when the spec has none (the cluster's default then applies)."""
+    """The root the run must carry itself: the KFP backend takes the run's pipeline root, else the namespace's
+    kfp-launcher ConfigMap, and never reads the spec's (driver.go at 2.1.0, root_dag.go at 2.14.3). It is the
+    spec's ``defaultPipelineRoot``, or a per-namespace root's template from the package record (compile keeps
+    ``{namespace}`` out of the spec: compile.py ``_set_root``). None when there is neither (the namespace's
+    default then applies)."""
     from torchtfx.pipeline.kfp.values import is_bucket_uri
 
-    root = spec.get("defaultPipelineRoot")
+    root = spec.get("defaultPipelineRoot") or recorded(spec).root_template
     if root and not is_bucket_uri(root):
         raise SubmitError(
             f"{package}: its pipeline root {root!r} is not a gs://, s3:// or minio:// bucket, the only roots the "

@@ -18,7 +18,7 @@ from torchtfx.components.tf_serving.model_config import ServedState
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import settings_from_dict
 from torchtfx.pipeline.kfp.pipeline_root import DEFAULT_MULTI_USER_ROOT
-from torchtfx.pipeline.kfp.submit import namespaced_root
+from torchtfx.pipeline.kfp.submit import namespaced_root, pipeline_root
 
 pytestmark = pytest.mark.e2e
 
@@ -118,7 +118,7 @@ def emulated(tmp_path_factory, taxi_csv):
 
 def _submitted_root(spec: Path) -> str:
     """The pipeline root `torchtfx submit` creates the run with in NAMESPACE."""
-    return namespaced_root(load_documents(spec)[0]["defaultPipelineRoot"], NAMESPACE, client=None)
+    return namespaced_root(pipeline_root(load_documents(spec)[0], spec), NAMESPACE, client=None)
 
 
 def _launcher(root: Path, spec: Path, backend: str, run_root_uri: str, bucket: str = "kfp-root") -> Launcher:

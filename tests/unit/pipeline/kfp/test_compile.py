@@ -16,6 +16,7 @@ from tests import helpers
 from tests.paths import PROJECT_ROOT
 from torchtfx.pipeline.kfp.compile import compile_pipeline, executor_label
 from torchtfx.pipeline.kfp.config import KubeflowConfigError, load_kubeflow_settings, settings_from_dict
+from torchtfx.pipeline.kfp.package_info import recorded
 
 POOLS = PROJECT_ROOT / "kubeflow" / "pools.yaml"
 GOLDEN = PROJECT_ROOT / "tests" / "golden" / "kubeflow_torchtfx-taxi.yaml"
@@ -72,7 +73,7 @@ def test_compiled_spec_matches_the_golden_file(compiled):
 def test_spec_is_schema_2_1_with_one_executor_per_step_and_no_resolver(compiled):
     _, spec, _ = compiled
     assert spec["schemaVersion"] == "2.1.0"
-    assert spec["defaultPipelineRoot"] == pools_raw()["pipeline_root"]
+    assert recorded(spec).root_template == pools_raw()["pipeline_root"]  # per namespace: kept out of the spec
     executors = spec["deploymentSpec"]["executors"]
     assert set(executors) == {executor_label(s) for s in STEPS}
     assert not [label for label in executors if "resolver" in label.lower()]
@@ -85,6 +86,34 @@ def test_spec_is_schema_2_1_with_one_executor_per_step_and_no_resolver(compiled)
     # For a 2.1-2.4 backend the run id is a pipeline parameter that `torchtfx submit` fills (those drivers substitute
     # no placeholder); from 2.5 the steps take the run's UUID (test_run_id.py).
     assert "pipeline-run-id" in spec["root"]["inputDefinitions"]["parameters"]
+
+
+def _strings(node: object, path: str = "") -> list[tuple[str, str]]:
+    if isinstance(node, dict):
+        return [item for key, value in node.items() for item in _strings(value, f"{path}/{key}")]
+    if isinstance(node, list):
+        return [item for i, value in enumerate(node) for item in _strings(value, f"{path}/{i}")]
+    return [(path, node)] if isinstance(node, str) else []
+
+
+def test_a_per_namespace_root_is_nowhere_a_run_not_created_by_submit_would_use_it(compiled):
+    """The KFP UI creates its runs and recurring runs with the spec's defaultPipelineRoot (NewRunV2.tsx:310-316,
+    373@2.15.0): a literal {namespace} there is the run's root and fails its first upload. Only the package
+    record, which `torchtfx submit` reads, keeps the template."""
+    _, spec, _ = compiled
+    assert "{namespace}" in pools_raw()["pipeline_root"]
+    assert "defaultPipelineRoot" not in spec
+    used = [(path, text) for path, text in _strings(spec) if "{namespace}" in text]
+    assert used == [("/pipelineInfo/description", spec["pipelineInfo"]["description"])]
+    assert recorded(spec).root_template == pools_raw()["pipeline_root"]
+
+
+def test_a_root_without_a_namespace_stays_the_specs_default(tmp_path):
+    raw = pools_raw()
+    raw["pipeline_root"] = "gs://team-bucket/torchtfx"
+    out = compile_pipeline(settings_from_dict(raw, "gs"), tmp_path / "pipeline.yaml")
+    spec = next(yaml.safe_load_all(out.read_text()))
+    assert spec["defaultPipelineRoot"] == "gs://team-bucket/torchtfx" and recorded(spec).root_template is None
 
 
 def test_trainer_gets_the_gpus_cpu_memory_and_the_gpu_pool(compiled):

@@ -19,6 +19,7 @@ from tests.unit.pipeline.cli.test_setting_options import ALIAS_BOMB
 from torchtfx.pipeline.kfp.compile import compile_pipeline
 from torchtfx.pipeline.kfp.config import load_kubeflow_settings
 from torchtfx.pipeline.kfp.follow import RunFollower, RunTimeoutError
+from torchtfx.pipeline.kfp.package_info import recorded
 from torchtfx.pipeline.kfp.submit import SubmitError, connect, submit
 
 NS = "team-a"  # the profile namespace of a multi-user install
@@ -72,14 +73,27 @@ def test_submit_sends_spec_platform_spec_and_run_id_with_the_token_from_the_envi
     assert "tok-from-env" not in json.dumps(body) and helpers.find_credentials(json.dumps(body)) == []
 
 
-def test_the_run_carries_the_specs_pipeline_root(kfp, package):
-    """The backend takes the run's pipeline_root, else the cluster's kfp-launcher ConfigMap, never the spec's
-    defaultPipelineRoot: without it the artifacts would land in the cluster's default root."""
+def test_the_run_carries_the_packages_pipeline_root(kfp, package):
+    """The backend takes the run's pipeline_root, else the namespace's kfp-launcher ConfigMap, never the spec's
+    defaultPipelineRoot: without it the artifacts would land in the namespace's default root. A per-namespace
+    root is recorded in the package (not the spec's defaultPipelineRoot) and filled in here."""
     spec = yaml.safe_load_all(package.read_text()).__next__()
+    assert "defaultPipelineRoot" not in spec
     done = submit(package, host=kfp.url, experiment="taxi", run_name="r", namespace=NS)
     (run,) = kfp.runs()
     assert run["body"]["runtime_config"]["pipeline_root"] == done.pipeline_root
-    assert done.pipeline_root == spec["defaultPipelineRoot"].replace("{namespace}", NS)
+    assert done.pipeline_root == recorded(spec).root_template.replace("{namespace}", NS)
+    assert "{namespace}" not in json.dumps(run["body"]["runtime_config"])
+
+
+def test_a_package_compiled_before_the_root_was_recorded_still_gets_its_namespace(kfp, package, tmp_path):
+    spec, platform = yaml.safe_load_all(package.read_text())
+    old = tmp_path / "old.yaml"
+    template = "minio://mlpipeline/private-artifacts/{namespace}/v2/artifacts/old"
+    old_spec = {**spec, "defaultPipelineRoot": template, "pipelineInfo": {"name": spec["pipelineInfo"]["name"]}}
+    old.write_text(yaml.safe_dump_all([old_spec, platform]))
+    done = submit(old, host=kfp.url, experiment="taxi", namespace=NS)
+    assert done.pipeline_root == "minio://mlpipeline/private-artifacts/team-a/v2/artifacts/old"
 
 
 def test_the_namespace_comes_from_the_kfp_context_when_not_given(kfp, package, monkeypatch):
