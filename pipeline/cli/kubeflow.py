@@ -97,6 +97,13 @@ class _RunDidNotSucceed(click.ClickException):
 @click.option("--param", "params", multiple=True, help="Pipeline parameter NAME=VALUE (repeatable).")
 @click.option("--no-cache", is_flag=True, help="Disable KFP step caching for this run.")
 @click.option(
+    "--recurring",
+    "cron",
+    metavar="CRON",
+    help="Create a recurring run instead: 6 cron fields, seconds first ('0 0 2 * * *' daily at 02:00), "
+    "@daily, '@every 6h'; one run at a time. Needs a package for backend 2.5+.",
+)
+@click.option(
     "--wait",
     is_flag=True,
     help="Follow the run, printing each state change, and exit non-zero unless it SUCCEEDED (for CI).",
@@ -119,13 +126,18 @@ class _RunDidNotSucceed(click.ClickException):
 )
 @reports_errors()
 def submit_cmd(
-    package, host, experiment, run_name, namespace, params, no_cache, wait, timeout_minutes, poll_seconds
+    package, host, experiment, run_name, namespace, params, no_cache, cron, wait, timeout_minutes, poll_seconds
 ) -> None:
     """Submit a compiled spec to Kubeflow Pipelines, with the spec's pipeline root as the run's (the backend
     ignores the spec's own). Credentials: KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH in the environment, or the
     in-cluster service account; never command-line flags."""
     from torchtfx.pipeline.kfp.submit import SubmitError, connect, read_package, submit
 
+    if cron is not None:
+        if wait:
+            raise click.UsageError("--wait follows one run; a --recurring schedule has none to follow")
+        _recurring(package, host, experiment, run_name, namespace, _parse_params(params), no_cache, cron)
+        return
     try:
         read_package(package)  # a bad package is refused before the cluster is contacted
         client = connect(host, namespace)
@@ -147,6 +159,32 @@ def submit_cmd(
         click.echo(f"Follow it at {done.url}")
     if wait:
         _wait(client, done, timeout_minutes * 60, poll_seconds)
+
+
+def _recurring(package, host, experiment, run_name, namespace, params, no_cache: bool, cron: str) -> None:
+    from torchtfx.pipeline.kfp.recurring import submit_recurring
+    from torchtfx.pipeline.kfp.submit import SubmitError
+
+    try:
+        done = submit_recurring(
+            package,
+            host=host,
+            experiment=experiment,
+            cron=cron,
+            run_name=run_name,
+            params=params,
+            namespace=namespace,
+            enable_caching=False if no_cache else None,
+        )
+    except SubmitError as err:
+        raise click.ClickException(str(err)) from err
+    click.echo(
+        f"Created recurring run {done.name} (id {done.recurring_run_id}) in experiment {done.experiment}: "
+        f"{done.cron!r}, one run at a time"
+    )
+    click.echo(f"Artifacts go to {done.pipeline_root or 'the cluster default pipeline root (kfp-launcher)'}")
+    if done.url:
+        click.echo(f"See it at {done.url}")
 
 
 def _wait(client, done, timeout_seconds: float, poll_seconds: float) -> None:

@@ -145,6 +145,15 @@ def check_backend(spec: dict[str, Any], client: Any, package: Path) -> None:
         )
 
 
+def refused(err: Exception, what: str) -> SubmitError:
+    """The KFP API's refusal (kfp_server_api's ApiException) as a SubmitError; any other error is re-raised."""
+    if type(err).__name__ != "ApiException":
+        raise err
+    hint = " (set KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH)" if getattr(err, "status", None) in (401, 403) else ""
+    status, reason = getattr(err, "status", None), getattr(err, "reason", None)
+    return SubmitError(f"Kubeflow Pipelines refused the {what}: {status} {reason}{hint}")
+
+
 def kfp_client(host: str | None, namespace: str | None):
     import kfp
 
@@ -199,11 +208,7 @@ def submit(
             enable_caching=enable_caching,
         )
     except Exception as err:
-        if type(err).__name__ != "ApiException":
-            raise
-        hint = " (set KFP_TOKEN or KF_PIPELINES_SA_TOKEN_PATH)" if getattr(err, "status", None) in (401, 403) else ""
-        status, reason = getattr(err, "status", None), getattr(err, "reason", None)
-        raise SubmitError(f"Kubeflow Pipelines refused the run: {status} {reason}{hint}") from None
+        raise refused(err, "run") from None
     url = f"{host.rstrip('/')}/#/runs/details/{result.run_id}" if host else None
     logger.info("Submitted run %s (%s) to experiment %s", run_name, result.run_id, experiment)
     return Submission(result.run_id, run_name, experiment, url, root)

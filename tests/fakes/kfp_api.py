@@ -1,5 +1,6 @@
 """A fake Kubeflow Pipelines API server (REST API v2beta1) for the real ``kfp.Client`` (kfp 2.5.0): healthz,
-experiments (list, create), runs (create, get). Serve ``FakeKfp.handle`` with tests.fakes.http_server.
+experiments (list, create), runs (create, get), recurring runs (create). Serve ``FakeKfp.handle`` with
+tests.fakes.http_server.
 
 Healthz answers as the API server's own handler writes it: ``commit_sha``, ``tag_name`` (the image's
 ``TAG_NAME``, "unknown" when unset), ``multi_user`` and, from 2.14, ``pipeline_store``
@@ -8,7 +9,11 @@ Healthz answers as the API server's own handler writes it: ``commit_sha``, ``tag
 Run get answers scripted states, as the backend reports a run while it goes on: ``state`` is a
 ``V2beta1RuntimeState`` (PENDING, RUNNING, SUCCEEDED, SKIPPED, FAILED, CANCELING, CANCELED, PAUSED),
 ``error`` a ``googlerpcStatus`` and ``run_details.task_details`` one ``V2beta1PipelineTaskDetail`` per task,
-all with the snake_case field names of the v2beta1 REST API (backend/api/v2beta1/run.proto)."""
+all with the snake_case field names of the v2beta1 REST API (backend/api/v2beta1/run.proto).
+
+Recurring run create is ``POST /apis/v2beta1/recurringruns`` with the ``RecurringRun`` as the body
+(backend/api/v2beta1/recurring_run.proto:37-40@2.15.0); like the server it refuses a max concurrency outside
+1..10 (``int64``, a JSON string: recurring_run.swagger.json:418-421; api_converter.go:1970-1972@2.15.0)."""
 
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ class FakeKfp:
         self.requests: list[dict] = []
         self.experiments: list[dict] = []
         self.runs_created: dict[str, dict] = {}
+        self.recurring_runs: list[dict] = []
         self.run_code = 200
         self.statuses: list[dict | int] = [run_status("PENDING")]
         self.tag_name = "2.15.0"  # what Kubeflow 1.11 installs
@@ -69,6 +75,8 @@ class FakeKfp:
             return 200, experiment
         if parsed.path == "/apis/v2beta1/runs" and method == "POST":
             return self._create_run(json.loads(body))
+        if parsed.path == "/apis/v2beta1/recurringruns" and method == "POST":
+            return self._create_recurring_run(json.loads(body))
         run = _RUN.match(parsed.path)
         if run and method == "GET":
             return self._get_run(run.group(1))
@@ -90,6 +98,20 @@ class FakeKfp:
             "created_at": "2025-01-01T00:00:00Z",
         }
         self.runs_created[run["run_id"]] = run
+        return 200, run
+
+    def _create_recurring_run(self, body: dict) -> tuple[int, dict]:
+        concurrency = int(body.get("max_concurrency") or 0)
+        if not 1 <= concurrency <= 10:
+            message = f"Max concurrency of a recurring run must be at least 1 and at most 10. Received {concurrency}"
+            return 400, {"error_message": message, "code": 3}
+        run = {
+            **body,
+            "recurring_run_id": f"rr-{len(self.recurring_runs) + 1}",
+            "status": "ENABLED" if body.get("mode") == "ENABLE" else "DISABLED",
+            "created_at": "2025-01-01T00:00:00Z",
+        }
+        self.recurring_runs.append(run)
         return 200, run
 
     def _get_run(self, run_id: str) -> tuple[int, dict]:
