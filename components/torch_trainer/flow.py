@@ -19,6 +19,7 @@ from torchtfx.components.tf_serving.batching import BatchingParams
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.cluster.multinode import Staging, cluster_job_name, run_on_cluster, staging_for
 from torchtfx.components.torch_trainer.cluster.pytorchjob_settings import PyTorchJobSettings
+from torchtfx.components.torch_trainer.handoff.devices import CUDA, chosen_device
 from torchtfx.components.torch_trainer.handoff.hparams import IN_PROCESS_MAX_TRAIN_ROWS, TrainerHParams
 from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
 from torchtfx.components.torch_trainer.handoff.materialize import materialize, through_transform_graph
@@ -114,6 +115,13 @@ def _staging(request: TrainRequest) -> Staging | None:
     return staging_for(request.pytorchjob, cluster_job_name(request.unique_id))
 
 
+def local_gpus(device: str) -> int:
+    """The GPUs this node trains on for ``trainer.device``: the console says which device and, on a GPU node
+    whose GPU torch cannot use, why (a small run trains in this process, so its workers never say it);
+    ``cuda`` without a usable GPU stops here, before any training (handoff/devices.py)."""
+    return torch.cuda.device_count() if chosen_device(device) == CUDA else 0
+
+
 def _train(
     request: TrainRequest,
     layout: FeatureLayout,
@@ -123,7 +131,7 @@ def _train(
     logs: RunLogs,
     train_rows: int,
 ) -> TrainResult:
-    workers = request.hparams.workers_for(train_rows, torch.cuda.device_count()) if staging is None else 1
+    workers = request.hparams.workers_for(train_rows, local_gpus(request.hparams.device)) if staging is None else 1
     job = TrainJob(
         data_dir=str(data_dir),
         model_dir=str(export_dir),

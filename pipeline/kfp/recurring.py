@@ -41,7 +41,7 @@ _DURATION = re.compile(r"[+-]?(0|((\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h))+)")
 _MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
 _DAYS = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
 # name, bounds and names of each field (robfig/cron spec.go:18-46@v1.2.0)
-_FIELDS = (
+_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("second", 0, 59, {}),
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
@@ -90,6 +90,8 @@ def _field_problem(field: str, low: int, high: int, names: dict[str, int]) -> st
         bounds = range_step[0].split("-")
         if len(range_step) > 2 or len(bounds) > 2:
             return f"has too many '/' or '-' in {part!r}"
+        start: int | None
+        end: int | None
         if bounds[0] in ("*", "?"):
             start, end = low, high
         else:

@@ -88,3 +88,16 @@ def test_the_setting_is_auto_by_default_and_use_gpu_still_reads():
     assert TrainerHParams.from_json('{"use_gpu": false, "epochs": 2}').device == "cpu"  # an older hparams.json
     with pytest.raises(HParamsError, match="device"):
         TrainerHParams(device="gpu")
+
+
+def test_the_trainer_step_says_its_device_and_refuses_a_required_gpu_before_training(caplog):
+    from torchtfx.components.torch_trainer.flow import local_gpus
+
+    caplog.set_level(logging.INFO)
+    assert local_gpus("cpu") == 0
+    assert "Training on the CPU (trainer.device: cpu)" in caplog.text
+    if cuda_status().usable:
+        pytest.skip("a usable GPU here")
+    assert local_gpus("auto") == 0
+    with pytest.raises(CudaUnavailableError, match="requires a GPU"):
+        local_gpus("cuda")
