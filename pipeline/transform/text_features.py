@@ -39,7 +39,6 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_transform import schema_inference
-from tensorflow_transform.graph_context import TFGraphContext
 
 from torchtfx.data.config.dataset import transformed_name
 from torchtfx.data.config.text import (
@@ -52,6 +51,7 @@ from torchtfx.data.config.text import (
     pretrained_tokenizer,
     text_vocabulary_name,
 )
+from torchtfx.pipeline.transform.tracked import tracked
 from torchtfx.pipeline.transform.wordpiece import wordpiece_ids
 
 _ASCII = r"[\x00-\x7f]*"
@@ -93,9 +93,7 @@ def _new_table() -> tf.lookup.StaticHashTable:
 def _table() -> tf.lookup.StaticHashTable:
     """The NFKC table, made once per graph: inside TFT's traced function (TF2, the default), lifted out of it and
     tracked in the SavedModel, or the table would be filled again at every call (every batch, every request)."""
-    if tf.inside_function() and TFGraphContext.get_module_to_export() is not None:
-        return tft.make_and_track_object(_new_table, name=_TABLE_NAME)
-    return _new_table()  # a TF1 graph (force_tf_compat_v1), eager code, or a tf.function outside TFT
+    return tracked(_new_table, _TABLE_NAME)
 
 
 def _lookup(table: tf.lookup.StaticHashTable, strings: tf.Tensor) -> tf.Tensor:

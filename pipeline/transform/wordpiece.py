@@ -23,10 +23,9 @@ from __future__ import annotations
 import re
 
 import tensorflow as tf
-import tensorflow_transform as tft
-from tensorflow_transform.graph_context import TFGraphContext
 
 from torchtfx.data.pretrained.tokenizer_json import TokenizerSpec
+from torchtfx.pipeline.transform.tracked import tracked
 from torchtfx.pipeline.transform.wordpiece_characters import (
     KIND_MAPPED,
     KIND_SAME,
@@ -67,9 +66,7 @@ class WordPieceTables(tf.Module):
 
 def _tables(spec: TokenizerSpec) -> WordPieceTables:
     table = character_table(spec.path, len(spec.added_tokens))
-    if tf.inside_function() and TFGraphContext.get_module_to_export() is not None:
-        return tft.make_and_track_object(lambda: WordPieceTables(spec, table), name="wordpiece_tables")
-    return WordPieceTables(spec, table)
+    return tracked(lambda: WordPieceTables(spec, table), "wordpiece_tables")
 
 
 def _mark_added_tokens(texts: tf.Tensor, spec: TokenizerSpec, table: CharacterTable) -> tf.Tensor:
