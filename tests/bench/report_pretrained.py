@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from tests.bench.report_parts import met
 
-_SCOPES = {"sample": "the MiniLM YAML's sample of the reviews", "full": "every review"}
+_SCOPES = {
+    "sample": "the MiniLM YAML's sample of the reviews",
+    "full": "every review (MiniLM for one epoch: `FULL_EPOCHS` in tests/bench/pretrained_finetune_bench.py)",
+}
 
 
 def _auc(value: float | None) -> str:

@@ -199,24 +199,31 @@ def test_report_renders_the_finetune_pair_and_judges_the_auc(tmp_path):
     assert "Every review: not run here" in text
 
 
-def test_the_pair_runs_on_the_sample_and_with_full_on_every_row_too(tmp_path, monkeypatch):
+def test_the_pair_runs_on_the_sample_or_with_full_on_every_row_keeping_the_sample_figures(tmp_path, monkeypatch):
     ran = []
 
     def run_one(root, dataset, beam_workers):
-        ran.append((root.name, load_dataset_config(dataset).sample))
+        cfg = load_dataset_config(dataset)
+        ran.append((root.name, cfg.sample, cfg.trainer.get("epochs")))
         return {"tfma_auc": 0.92 if root.name.startswith("minilm") else 0.88}
 
     monkeypatch.setattr(finetune, "run_one", run_one)
-    result = finetune.pretrained_finetune(tmp_path, 2, full=True)
-    assert ran == [
-        ("minilm_sample", 0.1),
-        ("text_transformer_sample", 0.1),
-        ("minilm_full", 1.0),
-        ("text_transformer_full", 1.0),
-    ]
-    assert result["sample"]["met"] and result["full"]["met"]
-    assert result["sample"]["auc_gain"] == pytest.approx(0.04)
-    assert "full" not in finetune.pretrained_finetune(tmp_path, 2)
+    sampled = finetune.pretrained_finetune(tmp_path, 2)
+    assert ran == [("minilm_sample", 0.1, 2), ("text_transformer_sample", 0.1, None)]
+    assert sampled["sample"]["met"] and "full" not in sampled
+    assert sampled["sample"]["auc_gain"] == pytest.approx(0.04)
+    ran.clear()
+    result = finetune.pretrained_finetune(tmp_path, 2, full=True, recorded={"benchmark": "x", **sampled})
+    assert ran == [("minilm_full", 1.0, 1), ("text_transformer_full", 1.0, None)]
+    assert result["full"]["met"] and result["sample"] == sampled["sample"] and "benchmark" not in result
+
+
+def test_epochs_are_set_in_the_trainer_section_and_a_yaml_without_one_is_refused():
+    text = "name: x\ntrainer:\n  epochs: 2\n  batch_size: 32\n"
+    assert finetune.with_epochs(text, 1) == "name: x\ntrainer:\n  epochs: 1\n  batch_size: 32\n"
+    assert finetune.with_epochs(text, None) == text
+    with pytest.raises(ValueError, match="epochs"):
+        finetune.with_epochs("name: x\n", 1)
 
 
 def test_interleaved_timing_asks_each_timer_for_min_calls_spread_over_the_rounds():
