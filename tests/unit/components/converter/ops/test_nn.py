@@ -80,9 +80,28 @@ def test_gemm_broadcasts_its_bias_with_a_transposed_a(bias_shape):
     _check(node, {"a": _f(5, 3), "b": _f(5, 4, seed=1), "c": _f(*bias_shape, seed=2)}, opset=13)
 
 
-@pytest.mark.parametrize(("a", "b"), [((4,), (4,)), ((4,), (2, 4, 3)), ((2, 1, 3, 4), (4,)), ((2, 1, 3, 4), (5, 4, 2))])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ((4,), (4,)),
+        ((4,), (2, 4, 3)),
+        ((2, 1, 3, 4), (4,)),
+        ((2, 1, 3, 4), (5, 4, 2)),
+        ((2, 3, 4), (4, 5)),  # a linear layer's [batch, length, k] @ [k, n]: one 2-D product over the rows
+        ((2, 1, 3, 4), (4, 5)),
+        ((0, 3, 4), (4, 5)),  # an empty batch keeps its shape
+    ],
+)
 def test_matmul_promotes_vectors_and_broadcasts_batch_dims(a, b):
     _check(helper.make_node("MatMul", ["a", "b"], ["y"]), {"a": _f(*a), "b": _f(*b, seed=1)}, rtol=1e-4)
+
+
+def test_a_linear_layer_over_rows_keeps_the_static_dims_it_knows():
+    from torchtfx.components.converter.ops.core import _rows_matmul
+
+    traced = tf.function(lambda a: _rows_matmul(a, tf.ones([4, 5])), autograph=False)
+    concrete = traced.get_concrete_function(tf.TensorSpec([None, None, 4], tf.float32))
+    assert concrete.structured_outputs.shape.as_list() == [None, None, 5]
 
 
 @pytest.mark.parametrize("opset", [7, 9])
