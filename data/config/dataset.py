@@ -49,6 +49,14 @@ TRANSFORMED_SUFFIX = "_xf"
 # run, whatever the files' order); 1 keeps every row. For a first look at a large dataset, or a model too slow to
 # train on all of it on the machine at hand (data/datasets/movie_reviews_minilm.yaml).
 SampleFraction = finite_number(above=0)
+
+
+def _a_fraction(value: float) -> float:
+    if value > 1:
+        raise ValueError(f"must be a fraction of the rows, > 0 and <= 1 (1 keeps them all), got {value:g}")
+    return value
+
+
 # Quantile buckets of one bucketized feature: at least 2 (one bucket is a constant); at most 10,000, where each
 # bucket of even 10M rows holds 1,000 and its embedding row is trained on them (1e9 was accepted, issue #41).
 BucketCount = whole_number(2, 10_000)
@@ -193,13 +201,7 @@ class DatasetConfig(_DatasetSection):
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
-    @pydantic.field_validator("sample")
-    @classmethod
-    def _a_fraction(cls, value: float) -> float:
-        if value > 1:
-            raise ValueError(f"must be a fraction of the rows, > 0 and <= 1 (1 keeps them all), got {value:g}")
-        return value
-
+    _sample = pydantic.field_validator("sample")(staticmethod(_a_fraction))
     _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
     _known_task = one_of("task", TASKS, "task")
 
@@ -380,13 +382,7 @@ class DatasetFile(_DatasetSection):
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
-    @pydantic.field_validator("sample")
-    @classmethod
-    def _a_fraction(cls, value: float) -> float:
-        if value > 1:
-            raise ValueError(f"must be a fraction of the rows, > 0 and <= 1 (1 keeps them all), got {value:g}")
-        return value
-
+    _sample = pydantic.field_validator("sample")(staticmethod(_a_fraction))
     _trainer = pydantic.field_validator("trainer")(staticmethod(_trainer_recipe))
     _missing_values = pydantic.field_validator("missing_values", mode="before")(staticmethod(checked_markers))
 
