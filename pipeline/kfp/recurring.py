@@ -11,23 +11,13 @@ form. The server also refuses a max concurrency outside 1..10 (api_converter.go:
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import re
 from pathlib import Path
 from typing import Any
 
 from torchtfx.pipeline.kfp.package_info import recorded
 from torchtfx.pipeline.kfp.run_id import PLACEHOLDER_BACKEND, RUN_ID_PARAMETER
-from torchtfx.pipeline.kfp.submit import (
-    SubmitError,
-    check_backend,
-    connect,
-    namespaced_root,
-    pipeline_root,
-    read_package,
-    refused,
-    run_arguments,
-)
+from torchtfx.pipeline.kfp.submit import SubmitError, prepare_run, refused
 
 # Runs on one pipeline root must not overlap (the pipeline's run lock would refuse the second one anyway).
 MAX_CONCURRENCY = 1
@@ -140,26 +130,20 @@ def submit_recurring(
 ) -> RecurringSubmission:
     """Create (or reuse) ``experiment`` and a recurring run of ``package`` on ``cron``; every check that needs no
     server is done before the server is contacted."""
-    spec, _ = read_package(package)
     cron = check_cron(cron)
-    check_run_id(spec, package)
-    root = pipeline_root(spec, package)
-    name = run_name or f"{spec['pipelineInfo']['name']}-recurring-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-    arguments = run_arguments(spec, params or {}, name)
-    client = client or connect(host, namespace)
-    check_backend(spec, client, package)
-    if root:
-        root = namespaced_root(root, namespace, client)
+    run = prepare_run(
+        package, run_name, params, host, namespace, client, "-recurring", lambda spec: check_run_id(spec, package)
+    )
     try:
-        created = client.create_recurring_run(
-            experiment_id=client.create_experiment(experiment, namespace=namespace).experiment_id,
-            job_name=name,
+        created = run.client.create_recurring_run(
+            experiment_id=run.client.create_experiment(experiment, namespace=namespace).experiment_id,
+            job_name=run.name,
             cron_expression=cron,
             max_concurrency=MAX_CONCURRENCY,
             no_catchup=True,  # after a pause, one run, not one per missed slot
-            params=arguments,
+            params=run.arguments,
             pipeline_package_path=str(package),
-            pipeline_root=root,
+            pipeline_root=run.root,
             enable_caching=enable_caching,
             enabled=True,
         )
@@ -167,4 +151,4 @@ def submit_recurring(
         raise refused(err, "recurring run") from None
     rid = created.recurring_run_id
     url = f"{host.rstrip('/')}/#/recurringrun/details/{rid}" if host else None  # frontend Router.tsx:123@2.15.0
-    return RecurringSubmission(rid, name, experiment, cron, url, root)
+    return RecurringSubmission(rid, run.name, experiment, cron, url, run.root)

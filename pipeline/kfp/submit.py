@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -189,26 +190,52 @@ def submit(
     client: Any = None,
 ) -> Submission:
     """Create (or reuse) ``experiment`` and start one run of ``package``."""
-    spec, _ = read_package(package)
-    root = pipeline_root(spec, package)
-    run_name = run_name or f"{spec['pipelineInfo']['name']}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
-    arguments = run_arguments(spec, params or {}, run_name)
-    client = client or connect(host, namespace)
-    check_backend(spec, client, package)
-    if root:
-        root = namespaced_root(root, namespace, client)
+    run = prepare_run(package, run_name, params, host, namespace, client)
     try:
-        result = client.create_run_from_pipeline_package(
+        result = run.client.create_run_from_pipeline_package(
             str(package),
-            arguments=arguments,
-            run_name=run_name,
+            arguments=run.arguments,
+            run_name=run.name,
             experiment_name=experiment,
             namespace=namespace,
-            pipeline_root=root,
+            pipeline_root=run.root,
             enable_caching=enable_caching,
         )
     except Exception as err:
         raise refused(err, "run") from None
     url = f"{host.rstrip('/')}/#/runs/details/{result.run_id}" if host else None
-    logger.info("Submitted run %s (%s) to experiment %s", run_name, result.run_id, experiment)
-    return Submission(result.run_id, run_name, experiment, url, root)
+    logger.info("Submitted run %s (%s) to experiment %s", run.name, result.run_id, experiment)
+    return Submission(result.run_id, run.name, experiment, url, run.root)
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedRun:
+    """What a run or a recurring run of a package is created with, every check done."""
+
+    name: str
+    arguments: dict[str, str]
+    client: Any
+    root: str | None
+
+
+def prepare_run(
+    package: Path,
+    run_name: str | None,
+    params: dict[str, str] | None,
+    host: str | None,
+    namespace: str | None,
+    client: Any,
+    kind: str = "",
+    check: Callable[[dict[str, Any]], None] | None = None,
+) -> PreparedRun:
+    """The package read and checked (``check(spec)`` too) before the server is contacted, then the server's
+    backend checked and the pipeline root namespaced. The default name: the pipeline's, ``kind``, a timestamp."""
+    spec, _ = read_package(package)
+    if check is not None:
+        check(spec)
+    root = pipeline_root(spec, package)
+    name = run_name or f"{spec['pipelineInfo']['name']}{kind}-{datetime.datetime.now():%Y%m%d-%H%M%S}"
+    arguments = run_arguments(spec, params or {}, name)
+    client = client or connect(host, namespace)
+    check_backend(spec, client, package)
+    return PreparedRun(name, arguments, client, namespaced_root(root, namespace, client) if root else root)
