@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import hashlib
 import re
 from pathlib import Path
@@ -22,7 +23,9 @@ from torchtfx.components.torch_trainer.handoff.constants import WORKER_PROCESS_N
 from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.handoff.job import TrainJob
 from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+from torchtfx.components.torch_trainer.modeling.features import FeatureLayout, layout_from_transform
 from torchtfx.data.config.dataset import DatasetConfig
+from torchtfx.data.config.model import ModelConfig
 from torchtfx.pipeline.reporting.summary import RunSummary, latest_run
 from torchtfx.pipeline.transform.preprocessing import transform
 
@@ -118,6 +121,49 @@ def tiny_train_job(tmp_path: Path, tiny_taxi, repeat_train: int = 1, **hparams) 
     )
 
 
+TEXT_VOCAB, TEXT_MAX_LENGTH, TEXT_SIGNAL = 40, 12, 7
+
+
+def signal_texts(rows: int, seed: int) -> ArraySplit:
+    """Texts of 0 to TEXT_MAX_LENGTH tokens; the label is whether token TEXT_SIGNAL occurs."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, TEXT_MAX_LENGTH + 1, rows)
+    ids = rng.integers(2, TEXT_VOCAB, (rows, TEXT_MAX_LENGTH))
+    ids[np.arange(TEXT_MAX_LENGTH)[None, :] >= lengths[:, None]] = 0
+    label = (ids == TEXT_SIGNAL).any(axis=1).astype(np.float32)
+    categorical = rng.integers(0, 3, (rows, 1))
+    return ArraySplit(np.zeros((rows, 0), np.float32), categorical, label, (ids,), ("text_xf",))
+
+
+def text_train_job(work: Path, factory: str, **hparams) -> TrainJob:
+    """A training job of the zoo's small ``factory`` (text_transformer, text_moe) on :func:`signal_texts` under
+    ``work``: 1,024 train and 256 eval rows."""
+    signal_texts(1024, 0).save(work / "data" / "train")
+    signal_texts(256, 1).save(work / "data" / "eval")
+    layout = FeatureLayout(
+        dense=(),
+        embedded=("source_xf",),
+        cardinalities=(3,),
+        label="positive_xf",
+        sequences=("text_xf",),
+        sequence_vocab_sizes=(TEXT_VOCAB,),
+        sequence_max_lengths=(TEXT_MAX_LENGTH,),
+    )
+    model = ModelConfig(factory=factory, hparams={"d_model": 16, "n_heads": 2, "d_ffn": 32, "n_layers": 1})
+    hp = TrainerHParams(**{"batch_size": 64, "num_workers": 2, "device": "cpu", "model": model, **hparams})
+    return TrainJob(
+        data_dir=str(work / "data"),
+        model_dir=str(work / "model"),
+        run_dir=str(work / "run"),
+        layout=layout,
+        hparams=hp,
+        mlflow_tracking_uri=f"sqlite:///{work / 'mlflow.db'}",
+        mlflow_experiment=f"test-ddp-{factory}",
+        mlflow_run_name="ddp-text",
+        mlflow_tags={},
+    )
+
+
 # Values that are credentials: user:password@ in a URI, a bearer token, an AWS access key id, a private key,
 # or key=value / "key": value pairs whose key names a secret and whose value is literal.
 _CREDENTIAL_VALUE = re.compile(
@@ -186,3 +232,30 @@ def is_ddp_worker(proc: psutil.Process) -> bool:
     with contextlib.suppress(psutil.NoSuchProcess):
         return proc.name().startswith(WORKER_PROCESS_NAME)
     return False
+
+
+@dataclasses.dataclass
+class TinyTaxi:
+    cfg: object
+    examples_dir: Path
+    examples_path: Path
+    tft_output: object
+    layout: FeatureLayout
+    arrays: ArraySplit
+
+
+def tiny_dataset(root: Path, cfg, csv_path: Path, rows: int = 800) -> TinyTaxi:
+    """``rows`` rows of the CSV as raw examples under ``root``, a real TFT graph over them, and their model arrays
+    (rows whose label is refused left out, as the Trainer's materialize step does)."""
+    schema = read_schema(cfg.schema_path)
+    examples_path = write_examples(csv_rows(csv_path, rows), schema, root / "Split-eval")
+    tft_output = run_transform(cfg, examples_path.parent, root)
+    layout = layout_from_transform(cfg, tft_output)
+    xf = transform_examples(tft_output, examples_path)
+    keep = xf[layout.label_weight].reshape(-1) > 0 if layout.label_weight else slice(None)
+    arrays = ArraySplit(
+        dense=np.stack([xf[k].reshape(-1) for k in layout.dense], axis=1).astype(np.float32)[keep],
+        categorical=np.stack([xf[k].reshape(-1) for k in layout.embedded], axis=1).astype(np.int64)[keep],
+        label=xf[layout.label].reshape(-1).astype(np.float32)[keep],
+    )
+    return TinyTaxi(cfg, examples_path.parent, examples_path, tft_output, layout, arrays)

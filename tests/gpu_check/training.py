@@ -16,33 +16,20 @@ from tests import helpers
 from torchtfx.components.shared import contracts
 from torchtfx.components.torch_trainer.cluster.launch import launch
 from torchtfx.components.torch_trainer.constants import MODEL_RUN_KEY
-from torchtfx.components.torch_trainer.handoff.hparams import TrainerHParams
 from torchtfx.components.torch_trainer.handoff.job import TrainJob, TrainResult
-from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.data.config.dataset import load_dataset_config
-from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.csv_reader.sources import default_data_dir
 
 PASS, FAIL = "PASS", "FAIL"
 SAMPLE_ROWS = 3000  # the e2e tests' taxi sample (tests/e2e/test_pipeline.py)
 
 
-class _Folders:
-    """What conftest's tiny-data builder asks of pytest's tmp_path_factory: ``mktemp``."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def mktemp(self, name: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
-
-
-def tiny_taxi(work: Path):
+def tiny_taxi(work: Path) -> helpers.TinyTaxi:
     """The unit tests' ``tiny_taxi`` fixture: 800 taxi rows, a real TFT graph, their model arrays."""
-    from tests import conftest
-
     cfg = load_dataset_config("taxi")
-    return conftest._tiny(_Folders(work), cfg, default_data_dir(cfg) / "data.csv")
+    return helpers.tiny_dataset(
+        Path(tempfile.mkdtemp(prefix="tiny_taxi-", dir=work)), cfg, default_data_dir(cfg) / "data.csv"
+    )
 
 
 def _ddp_verdict(job: TrainJob, work: Path, ranks: int) -> tuple[str, str]:
@@ -79,31 +66,7 @@ def _mlp(work: Path, ranks: int) -> tuple[str, str]:
 
 def _text(work: Path, ranks: int) -> tuple[str, str]:
     """The zoo's text_transformer (small) on texts whose label is a token's presence (tests/unit: test_ddp_text)."""
-    from tests.unit.components.torch_trainer.test_ddp_text import MAX_LENGTH, VOCAB, _texts
-
-    _texts(1024, 0).save(work / "data" / "train")
-    _texts(256, 1).save(work / "data" / "eval")
-    layout = FeatureLayout(
-        dense=(),
-        embedded=("source_xf",),
-        cardinalities=(3,),
-        label="positive_xf",
-        sequences=("text_xf",),
-        sequence_vocab_sizes=(VOCAB,),
-        sequence_max_lengths=(MAX_LENGTH,),
-    )
-    model = ModelConfig(factory="text_transformer", hparams={"d_model": 16, "n_heads": 2, "d_ffn": 32, "n_layers": 1})
-    job = TrainJob(
-        data_dir=str(work / "data"),
-        model_dir=str(work / "model"),
-        run_dir=str(work / "run"),
-        layout=layout,
-        hparams=TrainerHParams(epochs=3, batch_size=64, num_workers=ranks, device="cuda", model=model),
-        mlflow_tracking_uri=f"sqlite:///{work / 'mlflow.db'}",
-        mlflow_experiment="gpu-check-text",
-        mlflow_run_name="ddp-text",
-        mlflow_tags={},
-    )
+    job = helpers.text_train_job(work, "text_transformer", epochs=3, num_workers=ranks, device="cuda")
     return _ddp_verdict(job, work, ranks)
 
 
