@@ -34,7 +34,7 @@ import numpy as np
 from tests.bench import pipelines
 from tests.bench.pretrained_inputs import HuggingFacePath, cut_examples, raw_rows, untruncated, vocabularies
 from tests.bench.sequence_serving_bench import MEASURE_ENV, latest_model
-from tests.bench.serving_bench import _eval_rows, interleaved_latency_ms, ratios
+from tests.bench.serving_bench import _eval_rows, concrete_call, interleaved_latency_ms, ratios
 
 logger = logging.getLogger(__name__)
 
@@ -52,11 +52,16 @@ OURS, OURS_PYTHON, HF_ORT, HF_TORCH = (
     "hf_onnxruntime",
     "hf_torch",
 )
+# Where ours loses, not judged: the network alone on ids already made by `tokenizers`, converted (TF) and in
+# onnxruntime. Their ratio is what TF's kernels cost against onnxruntime's, the tokenizer and parse left out.
+NETWORK, ORT_NETWORK = "converted_network", "onnxruntime_network"
 RUNTIME_LABELS = {
     OURS: "our served signature, `TF_SessionRun` from C (tf.Examples in: parse, WordPiece in the graph, encoder, head)",
     OURS_PYTHON: "the same signature called from Python (for reference, not judged)",
     HF_ORT: "`tokenizers` + onnxruntime on model.onnx (raw strings in)",
     HF_TORCH: "`tokenizers` + PyTorch eager (raw strings in)",
+    NETWORK: "the converted network alone, called from Python, on `tokenizers`' ids (not judged: the kernels' share)",
+    ORT_NETWORK: "onnxruntime alone on the same ids (not judged)",
 }
 
 
@@ -74,11 +79,13 @@ def judge(by_length: dict[str, dict], runtime: str) -> dict[str, bool]:
     return verdict
 
 
-def _runtimes(saved, export_dir: Path, layout, model_config, path: HuggingFacePath, threads: int) -> dict:
-    """name -> ``call(examples tensor, texts, categorical values)``: the Python-called runtimes."""
+def _runtimes(saved, network, export_dir: Path, layout, model_config, path: HuggingFacePath, threads: int) -> dict:
+    """name -> ``call(examples tensor, texts, categorical values, network inputs)``: the Python-called runtimes
+    (the network inputs: ``path.inputs`` of the texts, made before the network-alone runtimes are timed)."""
     import onnxruntime as ort
     import torch
 
+    from tests.bench import session_run
     from tests.bench.sequence_serving_bench import torch_model
     from torchtfx.components.shared import contracts
     from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, PROBABILITIES_OUTPUT, SERVING_SIGNATURE
@@ -96,39 +103,53 @@ def _runtimes(saved, export_dir: Path, layout, model_config, path: HuggingFacePa
         with torch.inference_mode():
             return net(*map(torch.from_numpy, inputs)).numpy()
 
+    shapes = (np.zeros([0, len(layout.dense)], np.float32), np.zeros([0, len(layout.embedded)], np.int64))
+    shapes += tuple(np.zeros([0, 1], np.int64) for _ in layout.sequences)
+    network_fn = concrete_call(network, session_run.input_specs(_feeds(names, shapes), layout.sequences))
     return {
-        OURS_PYTHON: lambda ex, texts, cat: serve(**{EXAMPLES_INPUT: ex})[PROBABILITIES_OUTPUT],
-        HF_ORT: lambda ex, texts, cat: session.run(None, dict(zip(names, path.inputs(texts, cat), strict=True)))[0],
-        HF_TORCH: lambda ex, texts, cat: torch_call(texts, cat),
+        OURS_PYTHON: lambda ex, texts, cat, arrays: serve(**{EXAMPLES_INPUT: ex})[PROBABILITIES_OUTPUT],
+        HF_ORT: lambda ex, texts, cat, arrays: session.run(None, _feeds(names, path.inputs(texts, cat)))[0],
+        HF_TORCH: lambda ex, texts, cat, arrays: torch_call(texts, cat),
+        NETWORK: lambda ex, texts, cat, arrays: network_fn(*arrays),
+        ORT_NETWORK: lambda ex, texts, cat, arrays: session.run(None, _feeds(names, arrays))[0],
     }
 
 
-def _max_abs_diff_vs_torch(runtimes: dict, ex, texts: list[str], categorical: list[tuple]) -> dict[str, float]:
-    """Each runtime's probabilities against ``hf_torch``'s on one batch: the timed calls compute the same thing."""
-    reference = np.asarray(runtimes[HF_TORCH](ex, texts, categorical)).reshape(-1)
+def _feeds(names: list[str], arrays: tuple) -> dict:
+    return dict(zip(names, arrays, strict=True))
+
+
+def _max_abs_diff_vs_torch(runtimes: dict, args: tuple) -> dict[str, float]:
+    """Each runtime's probabilities against ``hf_torch``'s on one batch (``args``: a runtime's call arguments):
+    the timed calls compute the same thing (the network alone: its output, the head's probability)."""
+    reference = np.asarray(runtimes[HF_TORCH](*args)).reshape(-1)
     return {
-        name: float(np.max(np.abs(np.asarray(runtimes[name](ex, texts, categorical)).reshape(-1) - reference)))
-        for name in (OURS_PYTHON, HF_ORT)
+        name: float(np.max(np.abs(np.asarray(runtimes[name](*args)).reshape(-1) - reference)))
+        for name in (OURS_PYTHON, HF_ORT, NETWORK, ORT_NETWORK)
     }
 
 
 def _measure_length(runtimes: dict, examples: list[bytes], rows: tuple, session, timing: tuple) -> dict:
-    """Every runtime at each batch of ``timing`` (batch sizes, seconds, rounds), interleaved."""
+    """Every runtime at each batch of ``timing`` (batch sizes, seconds, rounds), interleaved; ``rows``: (texts,
+    categorical values, :class:`HuggingFacePath`)."""
     import tensorflow as tf
 
-    texts, categorical = rows
+    texts, categorical, path = rows
     latency: dict[str, dict] = {}
     load = [os.getloadavg()[0]]
     batch_sizes, seconds, rounds = timing
     for batch in batch_sizes:
-        ex = tf.constant(examples[:batch])
-        calls = {n: functools.partial(fn, ex, texts[:batch], categorical[:batch]) for n, fn in runtimes.items()}
+        args = (tf.constant(examples[:batch]), texts[:batch], categorical[:batch])
+        args += (path.inputs(*args[1:]),)
+        calls = {n: functools.partial(fn, *args) for n, fn in runtimes.items()}
         timers = {OURS: session.timer(batch)} if session is not None else {}
         for name, found in interleaved_latency_ms(calls, timers, seconds, rounds, MIN_CALLS).items():
             latency.setdefault(name, {})[str(batch)] = found
             logger.info("serving_pretrained %s batch %s: %.3f ms", name, batch, found["median_ms"])
         load.append(os.getloadavg()[0])
-    diff = _max_abs_diff_vs_torch(runtimes, tf.constant(examples), texts, categorical)
+    diff = _max_abs_diff_vs_torch(
+        runtimes, (tf.constant(examples), texts, categorical, path.inputs(texts, categorical))
+    )
     return {"latency": latency, "load_average_1min": load, "max_abs_diff_vs_torch": diff}
 
 
@@ -172,7 +193,9 @@ def measure(root: Path, work: Path, timing: tuple = (BATCH_SIZES, SECONDS, ROUND
     import tensorflow as tf
 
     from tests.bench import session_run
+    from torchtfx.components.shared import contracts
     from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
+    from torchtfx.components.torch_trainer.savedmodel.convert import convert_onnx
     from torchtfx.data.config.dataset import TRANSFORMED_SUFFIX, load_dataset_config
     from torchtfx.data.pretrained.checkpoint import TOKENIZER_FILE, resolve_checkpoint
 
@@ -185,7 +208,8 @@ def measure(root: Path, work: Path, timing: tuple = (BATCH_SIZES, SECONDS, ROUND
     tokenizer_file = resolve_checkpoint(text.checkpoint) / TOKENIZER_FILE
     saved, raw = tf.saved_model.load(str(serving_dir)), _eval_rows(pipelines.eval_examples_dir(root), 10**9)
     path = HuggingFacePath(tokenizer_file, text.max_length, text.padding_id, vocabularies(saved, raw, layout, raw_keys))
-    runtimes = _runtimes(saved, export_dir, layout, dataset.model, path, threads)
+    network = convert_onnx(export_dir / contracts.ONNX_FILE, work / "pretrained_convert").network
+    runtimes = _runtimes(saved, network, export_dir, layout, dataset.model, path, threads)
     binary, unavailable = _c_binary(work)
     by_length, served_lengths = {}, {}
     for length in LENGTHS:
@@ -199,7 +223,7 @@ def measure(root: Path, work: Path, timing: tuple = (BATCH_SIZES, SECONDS, ROUND
                     binary, serving_dir, {EXAMPLES_INPUT: examples}, work / str(length), threads, SERVING_SIGNATURE
                 )
             )
-            rows = raw_rows(examples, text_key, raw_keys)
+            rows = (*raw_rows(examples, text_key, raw_keys), path)
             by_length[str(length)] = _measure_length(runtimes, examples, rows, session or None, timing)
     runtime = OURS if binary else OURS_PYTHON
     return {

@@ -104,6 +104,8 @@ def _serving_result() -> dict:
         "savedmodel_signature": _latency({b: v * 1.1 for b, v in ours.items()}),
         "hf_onnxruntime": _latency({"1": 2.0, "32": 20.0, "256": 200.0}),  # 32: 1.5x, not met
         "hf_torch": _latency({b: v * 2 for b, v in ours.items()}),
+        "converted_network": _latency({"1": 1.5, "32": 24.0, "256": 150.0}),
+        "onnxruntime_network": _latency({"1": 0.5, "32": 16.0, "256": 150.0}),
     }
     by_length = {
         length: {"latency": latency, "max_abs_diff_vs_torch": {"savedmodel_signature": 3e-7, "hf_onnxruntime": 2e-7}}
@@ -137,7 +139,8 @@ def test_report_renders_the_serving_section_and_flags_the_missed_target(tmp_path
     (tmp_path / "serving_pretrained.json").write_text(json.dumps(result, sort_keys=True))
     text = write_report(tmp_path).read_text()
     assert "## 10. Pretrained checkpoint: serving latency (raw text in, probabilities out)" in text
-    assert "| 16 | 32 | 30.00 | 33.00 | 20.00 | 60.00 | 1.50x (**not met**) | 0.50x |" in text
+    assert "| 16 | 32 | 30.00 | 33.00 | 20.00 | 60.00 | 1.50x (**not met**) | 0.50x | 1.50x |" in text
+    assert "| 128 | 1 | 2.00 | 2.20 | 2.00 | 4.00 | 1.00x | 0.50x | 3.00x |" in text
     assert "| 128 | 256 | 200.00 | 220.00 | 200.00 | 400.00 | 1.00x | 0.50x |" in text
     assert "≤ 1.2x onnxruntime: **not met**; ≤ 1.0x torch: met." in text
     assert "Tokenization is in every column" in text and "`hf_torch`: `tokenizers` + PyTorch eager" in text
