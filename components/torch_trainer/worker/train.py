@@ -50,6 +50,7 @@ from torchtfx.components.torch_trainer.worker.optimization import (
     mixed_precision,
 )
 from torchtfx.components.torch_trainer.worker.outcomes import Evaluation, TrainingRun, improves
+from torchtfx.components.torch_trainer.worker.progress import EpochProgress
 from torchtfx.components.torch_trainer.worker.unused_parameters import (
     find_unused_parameters,
     needs_unused_parameter_search,
@@ -168,6 +169,7 @@ class Trainer:
         total = torch.zeros(2, dtype=torch.float64, device=self.ctx.device)
         sync_every = self.hp.sync_steps(self.ctx.device.type)
         local_sgd = sync_every > 1 and self.ctx.world_size > 1
+        progress = EpochProgress(epoch + 1, self.hp.epochs, len(self.train_batches), self.ctx.rank)
         for step, (inputs, label) in enumerate(self.train_batches, start=1):
             inputs = tuple(t.to(self.ctx.device, non_blocking=True) for t in inputs)
             label = label.to(self.ctx.device, non_blocking=True)
@@ -191,6 +193,7 @@ class Trainer:
             if local_sgd and step % sync_every == 0:
                 average_parameters(self.model.parameters(), None)
             total += torch.stack([loss.detach().double() * len(label), torch.tensor(len(label), device=total.device)])
+            progress.step(step, total)
         if local_sgd:
             # Every epoch ends with one model on every rank: evaluation, early stopping and checkpoints see it.
             average_parameters(self.model.parameters(), None)
