@@ -17,6 +17,8 @@ import onnx
 import tensorflow as tf
 from onnx import TensorProto, helper, numpy_helper
 
+from torchtfx.components.converter.graph_context import attr, graph_context
+from torchtfx.components.converter.linear_fusion import fuse_linear_layers
 from torchtfx.components.converter.ops import FUSED_DOMAIN, OPS, Node, NodeError, evaluate
 
 logger = logging.getLogger(__name__)
@@ -84,10 +86,10 @@ def _lookup_of(concat_input: str, ctx: dict) -> tuple[str, int, str] | None:
     if outer is None or outer.op_type != "Gather" or outer.domain or len(outer.input) != 2:
         return None
     table, picked = outer.input
-    if _attr(outer, "axis", 0) != 0 or initializers.get(table) is None or initializers[table].ndim != 2:
+    if attr(outer, "axis", 0) != 0 or initializers.get(table) is None or initializers[table].ndim != 2:
         return None
     inner = producer.get(picked)
-    if inner is None or inner.op_type != "Gather" or inner.domain or _attr(inner, "axis", 0) not in (1, -1):
+    if inner is None or inner.op_type != "Gather" or inner.domain or attr(inner, "axis", 0) not in (1, -1):
         return None
     ids, column = inner.input[0], _static_scalar(inner.input[1], constants)
     if column is None or ranks.get(ids) != 2 or column < 0:
@@ -95,10 +97,6 @@ def _lookup_of(concat_input: str, ctx: dict) -> tuple[str, int, str] | None:
     if consumers.get(picked) != 1 or consumers.get(concat_input) != 1:  # both nodes are dropped
         return None
     return ids, column, table
-
-
-def _attr(node: onnx.NodeProto, key: str, default):
-    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == key), default)
 
 
 def fuse_embedding_lookups(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
@@ -119,7 +117,7 @@ def fuse_embedding_lookups(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int
     this, 0.537 ms with no wrap at all; onnxruntime 0.392 ms.
     """
     graph = model.graph
-    ctx = _graph_context(graph)
+    ctx = graph_context(graph)
     nodes, fused, dropped = [], 0, set()
     for node in graph.node:
         # One run per Concat (the zoo's models have no more); any other run stays as it was.
@@ -151,7 +149,7 @@ def _store_wrapped_tables(graph: onnx.GraphProto, initializers: dict[str, np.nda
         if node.domain != FUSED_DOMAIN or node.op_type != "EmbeddingConcat":
             continue
         wrapped = []
-        for position in range(1, 1 + len(_attr(node, "rows", []))):
+        for position in range(1, 1 + len(attr(node, "rows", []))):
             table = node.input[position]
             small = initializers[table].nbytes <= _WRAPPED_TABLE_MAX_BYTES
             if small and f"{table}/wrapped" not in added:
@@ -169,36 +167,9 @@ def _store_wrapped_tables(graph: onnx.GraphProto, initializers: dict[str, np.nda
     graph.initializer.extend(kept)
 
 
-def _graph_context(graph: onnx.GraphProto) -> dict:
-    producer = {o: n for n in graph.node for o in n.output if o}
-    consumers: dict[str, int] = {}
-    for node in graph.node:
-        for name in node.input:
-            consumers[name] = consumers.get(name, 0) + 1
-    for output in graph.output:
-        consumers[output.name] = consumers.get(output.name, 0) + 1
-    constants = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    for node in graph.node:
-        if node.op_type == "Constant" and not node.domain and node.attribute and node.attribute[0].name == "value":
-            constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
-    ranks = {
-        v.name: len(v.type.tensor_type.shape.dim)
-        for v in [*graph.input, *graph.value_info]
-        if v.type.tensor_type.HasField("shape")
-    }
-    initializers = {t.name: constants[t.name] for t in graph.initializer}
-    return {
-        "producer": producer,
-        "consumers": consumers,
-        "constants": constants,
-        "initializers": initializers,
-        "ranks": ranks,
-    }
-
-
 def _lookup_runs(concat: onnx.NodeProto, ctx: dict) -> list[tuple[int, list[tuple[str, int, str]]]]:
     """(first position, lookups) of each run of 2 or more adjacent lookups on the same ids in ``concat``."""
-    if _attr(concat, "axis", None) not in (1, -1):
+    if attr(concat, "axis", None) not in (1, -1):
         return []
     runs: list[tuple[int, list]] = []
     for position, name in enumerate(concat.input):
@@ -259,6 +230,9 @@ class OnnxGraphModule(tf.Module):
             model, fused = fuse_embedding_lookups(model)
             if fused:
                 logger.info("Fused %s per-feature embedding lookups into one gather", fused)
+            model, fused = fuse_linear_layers(model)
+            if fused:
+                logger.info("Fused %s linear layers into 2-D products with their bias", fused)
         self._float = tf.as_dtype(compute_dtype)
         if self._float not in (tf.float32, tf.float16):
             raise ValueError(f"compute_dtype {self._float.name} is not float32 or float16")

@@ -42,3 +42,18 @@ def _embedding_concat(node, x):
 
 
 FUSED_OPS["EmbeddingConcat"] = _embedding_concat
+
+
+def _linear_rows(node, x):
+    """``MatMul(a, w) + b`` (then torch's exact GELU when ``gelu``) over ``a``'s rows as one 2-D product with a
+    ``BiasAdd``, TF's remapper's pattern (``converter/linear_fusion.py``); the GELU's ops in ONNX's order."""
+    a, w, b = x
+    n = w.shape[1] if w.shape[1] is not None else tf.shape(w)[1]
+    y = tf.nn.bias_add(tf.matmul(tf.reshape(a, tf.stack([-1, tf.shape(w)[0]])), w), b)
+    if node.attr("gelu", 0):
+        one, half, root = (tf.constant(v, y.dtype) for v in (1.0, 0.5, np.sqrt(2.0)))
+        y = (y * (tf.math.erf(y / root) + one)) * half
+    return [tf.reshape(y, tf.concat([tf.shape(a)[:-1], [n]], 0))]
+
+
+FUSED_OPS["LinearRows"] = _linear_rows
