@@ -53,8 +53,8 @@ def _linear_layer(matmul: onnx.NodeProto, ctx: dict) -> tuple[onnx.NodeProto, li
     if add is None or add.op_type != "Add" or add.domain:
         return None
     bias_name = _other_input(add, matmul.output[0])
-    bias = constants.get(bias_name) if bias_name else None
-    if bias is None or bias.shape != (weight.shape[1],) or bias.dtype != weight.dtype:
+    bias = constants.get(bias_name) if bias_name is not None else None
+    if bias_name is None or bias is None or bias.shape != (weight.shape[1],) or bias.dtype != weight.dtype:
         return None
     gelu = _gelu_after(add.output[0], ctx)
     last = gelu[-1] if gelu else add
@@ -79,8 +79,10 @@ def _gelu_after(pre: str, ctx: dict) -> list[onnx.NodeProto]:
     if div is None or mul is None or not _scalar(div.input[1], "sqrt2", ctx):
         return []
     erf = _only_consumer(div.output[0], ctx)
-    plus = erf and erf.op_type == "Erf" and _only_consumer(erf.output[0], ctx)
-    if not plus or plus.op_type != "Add" or not _scalar(_other_input(plus, erf.output[0]), "one", ctx):
+    if erf is None or erf.op_type != "Erf":
+        return []
+    plus = _only_consumer(erf.output[0], ctx)
+    if plus is None or plus.op_type != "Add" or not _scalar(_other_input(plus, erf.output[0]), "one", ctx):
         return []
     if _other_input(mul, pre) != plus.output[0]:
         return []
