@@ -48,6 +48,12 @@ def torchtfx(*args: str, command: str = "run", env: dict[str, str] | None = None
     )
 
 
+def run_on(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``torchtfx run`` on ``root``'s ``data/`` folder, its pipeline root ``pipeline/`` and serving dir ``serving/``."""
+    folders = ("--data-dir", str(root / "data"), "--pipeline-root", str(root / "pipeline"))
+    return torchtfx(*folders, "--serving-dir", str(root / "serving"), *args, env=env)
+
+
 def registry(root: Path):
     from torchtfx.components.shared.mlflow_client import Registry
 

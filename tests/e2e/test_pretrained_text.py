@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from tests import helpers
-from tests.e2e.test_pipeline import torchtfx
+from tests.e2e.test_pipeline import run_on, torchtfx
 from tests.fixtures.tiny_bert import save_tiny_bert
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.csv_reader.sources import packaged_csv
@@ -55,19 +55,7 @@ def pretrained_run(tmp_path_factory):
     checkpoint = save_tiny_bert(root / "bert", texts=[r["text"] for r in sample], vocab_size=400)
     dataset = root / "reviews_tiny_bert.yaml"
     dataset.write_text(DATASET.format(max_length=MAX_LENGTH, checkpoint=checkpoint))
-    proc = torchtfx(
-        "--dataset",
-        str(dataset),
-        "--data-dir",
-        str(root / "data"),
-        "--pipeline-root",
-        str(root / "pipeline"),
-        "--serving-dir",
-        str(root / "serving"),
-        "--auc-threshold",
-        "0.55",
-        env=OFFLINE,
-    )
+    proc = run_on(root, "--dataset", str(dataset), "--auc-threshold", "0.55", env=OFFLINE)
     return root, checkpoint, proc
 
 

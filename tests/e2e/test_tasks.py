@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
-from tests.e2e.test_pipeline import REJECTED, SAMPLE_ROWS, torchtfx
+from tests.e2e.test_pipeline import REJECTED, SAMPLE_ROWS, run_on
 from torchtfx.components.shared.mlflow_client import Registry
 from torchtfx.data.config.dataset import load_dataset_config
 
@@ -24,19 +24,7 @@ pytestmark = pytest.mark.e2e
 def _run(root: Path, dataset: str, *args: str):
     # No TF Serving reads these folders: the labels move at once (as `make run` does), so the second run on a root
     # is not refused for the first one's staged promotion.
-    return torchtfx(
-        "--dataset",
-        dataset,
-        "--data-dir",
-        str(root / "data"),
-        "--pipeline-root",
-        str(root / "pipeline"),
-        "--serving-dir",
-        str(root / "serving"),
-        "--confirm-labels",
-        "immediate",
-        *args,
-    )
+    return run_on(root, "--dataset", dataset, "--confirm-labels", "immediate", *args)
 
 
 def _registry(root: Path, dataset: str) -> Registry:

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from tests import helpers
-from tests.e2e.test_pipeline import torchtfx
+from tests.e2e.test_pipeline import run_on
 from torchtfx.components.shared.evaluation_results import candidate_metrics
 from torchtfx.data.config.dataset import load_dataset_config
 from torchtfx.data.csv_reader.sources import packaged_csv
@@ -37,20 +37,7 @@ def text_run(tmp_path_factory):
     long = [r for r in rows if r["source"] == "imdb"]
     sample = short + long[: LONG_ROWS // 2] + long[-LONG_ROWS // 2 :]  # the IMDB rows are sorted by label
     helpers.write_sample(sample, root / "data", list(rows[0]))
-    proc = torchtfx(
-        "--dataset",
-        "movie_reviews",
-        "--data-dir",
-        str(root / "data"),
-        "--pipeline-root",
-        str(root / "pipeline"),
-        "--serving-dir",
-        str(root / "serving"),
-        "--epochs",
-        "4",
-        "--auc-threshold",
-        "0.6",
-    )
+    proc = run_on(root, "--dataset", "movie_reviews", "--epochs", "4", "--auc-threshold", "0.6")
     return root, proc
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
-from tests.e2e.test_pipeline import SAMPLE_ROWS, torchtfx
+from tests.e2e.test_pipeline import SAMPLE_ROWS, run_on, torchtfx
 
 pytestmark = pytest.mark.e2e
 
@@ -55,19 +55,7 @@ def zoo_root(tmp_path_factory, taxi_csv):
 
 
 def _run(root, *args):
-    return torchtfx(
-        "--data-dir",
-        str(root / "data"),
-        "--pipeline-root",
-        str(root / "pipeline"),
-        "--serving-dir",
-        str(root / "serving"),
-        "--epochs",
-        "8",
-        "--batch-size",
-        "64",
-        *args,
-    )
+    return run_on(root, "--epochs", "8", "--batch-size", "64", *args)
 
 
 def _check_converted_and_blessed(root, proc, factory: str) -> None:
