@@ -296,7 +296,14 @@ def reduced_precision(
         return PrecisionOutcome(serving.precision, "fp32", reason=str(err))
     routing = _routing(request, tft_output, layout, export_dir / contracts.ONNX_FILE, data_dir)
     drift = measure_drift(
-        request.serving_dir, str(variant_dir), request.raw_eval_uri, layout.task, serving.drift_limits, method, routing
+        request.serving_dir,
+        str(variant_dir),
+        request.raw_eval_uri,
+        layout.task,
+        serving.drift_limits,
+        method,
+        routing,
+        sum(layout.sequence_max_lengths),
     )
     logger.info("Precision drift of the %s variant vs FP32: %s", serving.precision, drift.summary())
     if not drift.passed:

@@ -26,7 +26,7 @@ from torchtfx.components.shared.served_interface import (
 )
 from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.handoff.materialize import example_batches
-from torchtfx.components.torch_trainer.handoff.shards import trim_padding
+from torchtfx.components.torch_trainer.handoff.shards import rows_per_call, trim_padding
 from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import PADDING_ID, REGRESSION
@@ -105,7 +105,7 @@ def measure_parity(
     output = prediction_output(layout.task)
     diffs, references = [], []
     tokenizers = PretrainedTokenizers(layout)
-    for batch in example_batches(raw_split_uri, _BATCH):
+    for batch in example_batches(raw_split_uri, rows_per_call(sum(layout.sequence_max_lengths), _BATCH)):
         transformed = {k: v.numpy() for k, v in transform(**{EXAMPLES_INPUT: batch}).items()}
         tokenizers.compare(batch, transformed)
         for rows in length_groups(transformed, layout):

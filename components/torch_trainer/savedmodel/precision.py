@@ -37,7 +37,7 @@ from torchtfx.components.converter.translator import (
 )
 from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE, prediction_output
 from torchtfx.components.torch_trainer.handoff.materialize import example_batches
-from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit, rows_per_call
 from torchtfx.components.torch_trainer.modeling.features import CATEGORICAL_INPUT, DENSE_INPUT, FeatureLayout
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION
 from torchtfx.components.torch_trainer.savedmodel.convert import build_serving_model
@@ -323,13 +323,14 @@ def measure_drift(
     limits: DriftLimits,
     method: str,
     routing: RoutingReport | None = None,
+    tokens: int = 0,
 ) -> DriftReport:
-    """Both SavedModels' ``serving_default`` on every raw example of the split, compared; ``routing`` (from
-    :func:`routing_drift`) joins the figures."""
+    """Both SavedModels' ``serving_default`` on every raw example of the split (fewer rows per call for ``tokens``
+    ids per row: ``shards.rows_per_call``), compared; ``routing`` (from :func:`routing_drift`) joins the figures."""
     models = [tf.saved_model.load(str(d)) for d in (fp32_dir, variant_dir)]  # kept alive for their signatures
     serves = [m.signatures[SERVING_SIGNATURE] for m in models]
     output, outputs = prediction_output(task), ([], [])
-    for batch in example_batches(raw_split_uri, _BATCH):
+    for batch in example_batches(raw_split_uri, rows_per_call(tokens, _BATCH)):
         for serve, found in zip(serves, outputs, strict=True):
             found.append(serve(**{EXAMPLES_INPUT: batch})[output].numpy())
     if not outputs[0]:
