@@ -25,6 +25,7 @@ import numpy as np
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import KeyedModelHandler, ModelHandler, RunInference
 
+from torchtfx.components.shared.batching import rows_per_call
 from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
 from torchtfx.data.csv_reader.columns import ColumnPlan
 from torchtfx.data.csv_reader.decode import part_examples
@@ -152,9 +153,11 @@ def scored_rows(
     saved_model_dir: str,
     plan: OutputPlan,
     as_csv: bool,
+    tokens: int = 0,
 ) -> beam.PCollection:
-    """The pipeline up to the rows to write."""
-    handler = KeyedModelHandler(ServingSignatureHandler(saved_model_dir))
+    """The pipeline up to the rows to write; ``tokens``: the model's token ids per row (its text features'
+    ``max_length``), which caps the rows per call (``batching.rows_per_call``)."""
+    handler = KeyedModelHandler(ServingSignatureHandler(saved_model_dir, max_batch=rows_per_call(tokens, MAX_BATCH)))
     return (
         pipeline
         | "CreateParts" >> beam.Create(parts)

@@ -119,7 +119,8 @@ def _score(request: PredictRequest, source: CheckedSource, model: Champion, outp
         output.out,
     )
     pipeline = beam.Pipeline(options=PipelineOptions(beam_args))
-    rows = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, output.fmt == CSV)
+    tokens = sum(text.max_length for text in request.dataset.text.values())
+    rows = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, output.fmt == CSV, tokens)
     _ = rows | "Write" >> output.sink(plan)
     result = pipeline.run()
     result.wait_until_finish()

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from torchtfx.components.shared.batching import rows_per_call
 from torchtfx.data.config.text import PADDING_ID
 
 DENSE_FILE = "dense.npy"
@@ -126,19 +127,6 @@ class ArraySplit:
             sequences=tuple(np.array(ids[start:stop]) for ids in self.sequences),
             sequence_names=self.sequence_names,
         )
-
-
-_EVAL_ROWS = 8192
-_EVAL_TOKENS = 65536
-
-
-def rows_per_call(tokens: int, most: int = _EVAL_ROWS) -> int:
-    """Rows per forward call outside training (evaluation, parity, drift): ``most`` without token inputs; with
-    ``tokens`` ids per row at most ``_EVAL_TOKENS`` ids, since activations grow with the length (a Transformer's
-    attention scores with its square: 8192 rows of 128 tokens, 4 heads, 2.2 GB). Measured: the parity step's
-    4,096-row calls took all-MiniLM-L6-v2 (12 heads, 128 tokens) past 22 GB of RSS on every review, and the
-    Trainer was killed by the kernel."""
-    return most if not tokens else max(64, min(most, _EVAL_TOKENS // tokens))
 
 
 def eval_batch_size(split: ArraySplit) -> int:

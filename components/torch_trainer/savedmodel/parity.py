@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 import torch
 
+from torchtfx.components.shared.batching import rows_per_call
 from torchtfx.components.shared.served_interface import (
     EXAMPLES_INPUT,
     SERVING_SIGNATURE,
@@ -26,7 +27,7 @@ from torchtfx.components.shared.served_interface import (
 )
 from torchtfx.components.stage_failure import StageFailure
 from torchtfx.components.torch_trainer.handoff.materialize import example_batches
-from torchtfx.components.torch_trainer.handoff.shards import rows_per_call, trim_padding
+from torchtfx.components.torch_trainer.handoff.shards import trim_padding
 from torchtfx.components.torch_trainer.modeling.features import FeatureLayout
 from torchtfx.components.torch_trainer.modeling.heads import ExportHead
 from torchtfx.components.torch_trainer.modeling.spec import PADDING_ID, REGRESSION

@@ -35,9 +35,10 @@ from torchtfx.components.converter.translator import (
     UnsupportedOpsError,
     unsupported_ops,
 )
+from torchtfx.components.shared.batching import rows_per_call
 from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE, prediction_output
 from torchtfx.components.torch_trainer.handoff.materialize import example_batches
-from torchtfx.components.torch_trainer.handoff.shards import ArraySplit, rows_per_call
+from torchtfx.components.torch_trainer.handoff.shards import ArraySplit
 from torchtfx.components.torch_trainer.modeling.features import CATEGORICAL_INPUT, DENSE_INPUT, FeatureLayout
 from torchtfx.components.torch_trainer.modeling.spec import BINARY, MULTICLASS, REGRESSION
 from torchtfx.components.torch_trainer.savedmodel.convert import build_serving_model
