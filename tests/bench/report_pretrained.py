@@ -91,7 +91,7 @@ def serving_pretrained_section(r: dict) -> list[str]:
         f"`{r['dataset']}`'s model ({r['checkpoint']} fine-tuned), median ms per call over {r['rounds']} "
         f"interleaved rounds, {r['threads']} threads for every runtime (TensorFlow's pools, onnxruntime's intra-op, "
         "torch.set_num_threads; `tokenizers` its default), eval reviews cut to exactly the length in word pieces "
-        "([CLS] and [SEP] included). Tokenization is in every column:",
+        "([CLS] and [SEP] included). Tokenization is in every judged column:",
         "",
         *(f"- `{name}`: {label}." for name, label in r["runtimes"].items()),
         "",

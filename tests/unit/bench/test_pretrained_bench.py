@@ -143,7 +143,7 @@ def test_report_renders_the_serving_section_and_flags_the_missed_target(tmp_path
     assert "| 128 | 1 | 2.00 | 2.20 | 2.00 | 4.00 | 1.00x | 0.50x | 3.00x |" in text
     assert "| 128 | 256 | 200.00 | 220.00 | 200.00 | 400.00 | 1.00x | 0.50x |" in text
     assert "≤ 1.2x onnxruntime: **not met**; ≤ 1.0x torch: met." in text
-    assert "Tokenization is in every column" in text and "`hf_torch`: `tokenizers` + PyTorch eager" in text
+    assert "Tokenization is in every judged column" in text and "`hf_torch`: `tokenizers` + PyTorch eager" in text
 
 
 def test_the_sample_line_is_replaced_removed_or_added_and_the_rest_kept():
