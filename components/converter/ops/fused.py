@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from torchtfx.components.converter.ops.core import rows_matmul
 from torchtfx.components.converter.ops.registry import FUSED_OPS
 
 
@@ -48,12 +49,16 @@ def _linear_rows(node, x):
     """``MatMul(a, w) + b`` (then torch's exact GELU when ``gelu``) over ``a``'s rows as one 2-D product with a
     ``BiasAdd``, TF's remapper's pattern (``converter/linear_fusion.py``); the GELU's ops in ONNX's order."""
     a, w, b = x
-    n = w.shape[1] if w.shape[1] is not None else tf.shape(w)[1]
-    y = tf.nn.bias_add(tf.matmul(tf.reshape(a, tf.stack([-1, tf.shape(w)[0]])), w), b)
-    if node.attr("gelu", 0):
-        one, half, root = (tf.constant(v, y.dtype) for v in (1.0, 0.5, np.sqrt(2.0)))
-        y = (y * (tf.math.erf(y / root) + one)) * half
-    return [tf.reshape(y, tf.concat([tf.shape(a)[:-1], [n]], 0))]
+    gelu = bool(node.attr("gelu", 0))
+
+    def bias_and_activation(rows: tf.Tensor) -> tf.Tensor:
+        y = tf.nn.bias_add(rows, b)
+        if gelu:
+            one, half, root = (tf.constant(v, y.dtype) for v in (1.0, 0.5, np.sqrt(2.0)))
+            y = (y * (tf.math.erf(y / root) + one)) * half
+        return y
+
+    return [rows_matmul(a, w, bias_and_activation)]
 
 
 FUSED_OPS["LinearRows"] = _linear_rows

@@ -97,9 +97,9 @@ def test_matmul_promotes_vectors_and_broadcasts_batch_dims(a, b):
 
 
 def test_a_linear_layer_over_rows_keeps_the_static_dims_it_knows():
-    from torchtfx.components.converter.ops.core import _rows_matmul
+    from torchtfx.components.converter.ops.core import rows_matmul
 
-    traced = tf.function(lambda a: _rows_matmul(a, tf.ones([4, 5])), autograph=False)
+    traced = tf.function(lambda a: rows_matmul(a, tf.ones([4, 5])), autograph=False)
     concrete = traced.get_concrete_function(tf.TensorSpec([None, None, 4], tf.float32))
     assert concrete.structured_outputs.shape.as_list() == [None, None, 5]
 
