@@ -81,6 +81,10 @@ PROGRESS: tuple[KnownRecord, ...] = (
     KnownRecord("torchtfx.components.csv_input.executor", "Checked the CSV files "),  # rows
     KnownRecord("torchtfx.train", "Training done: "),  # epochs, when training runs in this process
     KnownRecord(DDP_WORKER, "Training done: "),
+    # components/torch_trainer/worker/progress.py: a line a minute inside a long epoch only (the MiniLM fine-tune
+    # on every review was 24 silent minutes of console without it; the line went to train.log alone)
+    KnownRecord("torchtfx.train", "Epoch %s/%s: step "),
+    KnownRecord(DDP_WORKER, "Epoch "),  # the epoch-end lines start with a lower-case "epoch"
 )
 _ABSL_STAGES = (*(p.text for p in PROGRESS if p.logger == "absl"), "Component %s is finished.")
 

@@ -87,6 +87,8 @@ def test_a_default_run_shows_stage_lines_progress_and_every_warning_only():
     assert run.filter(_record("torchtfx.components.tf_serving.transition", logging.WARNING, "staged"))
     assert run.filter(_ddp("2026-12-05 16:04:33,809 [rank 0] INFO Training done: best epoch 4 of 5"))
     assert not run.filter(_ddp("2026-12-05 16:04:09,576 [rank 0] INFO epoch 1/12 train_loss=0.2492"))
+    progress = "Epoch 1/2: step 207 of 700, 0.48 steps/s, mean train loss so far 0.5010, about 17 min left"
+    assert run.filter(_ddp(f"2026-12-07 17:10:36,884 [rank 0] INFO {progress}"))
     assert run.filter(_ddp("2026-12-05 16:04:09,576 [rank 1] WARNING checkpoint write retried"))
     assert run.filter(_ddp("RuntimeError: CUDA out of memory"))  # a worker's raw output: shown
 
@@ -180,3 +182,17 @@ def test_the_relay_filters_descriptor_2_of_this_process_and_its_children():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "from python\nfrom a child\nafter stop\n"
+
+
+def test_the_trainers_progress_line_in_a_long_epoch_reaches_a_default_runs_console(caplog):
+    """The record EpochProgress itself logs (in-process training), not a copy of its text."""
+    import torch
+
+    from torchtfx.components.torch_trainer.worker.progress import EpochProgress
+
+    clock = iter([0.0, 61.0])
+    progress = EpochProgress(epoch=1, epochs=2, steps=700, rank=0, clock=lambda: next(clock))
+    with caplog.at_level(logging.INFO, logger="torchtfx.train"):
+        progress.step(30, torch.tensor([15.0, 960.0]))
+    (record,) = caplog.records
+    assert console.ConsoleFilter(progress_only=True).filter(record)
