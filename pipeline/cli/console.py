@@ -39,6 +39,10 @@ HARMLESS_RECORDS: tuple[KnownRecord, ...] = (
     # TF lookup_ops, 8 a run while TFT traces the preprocessing_fn: TFT keeps the vocabulary tables'
     # initializers in the transform graph on purpose (its SavedModel's init op).
     KnownRecord("absl", "Tables initialized inside a tf.function  will be re-initialized on every invocation"),
+    # TFX 1.16 transform/executor.py:1223, once per Transform whose preprocessing_fn has analyzers (a text
+    # feature's vocabulary or length, a categorical's vocabulary): Transform makes the full analysis pass they
+    # need, as it must; the warning names no fault.
+    KnownRecord("absl", "Not using the in-place Transform because the following features require analyzing"),
     # Beam core.py's source check of Beam's own combiner (4 a run, Transform's analyzers): _TopPerBundle
     # returns None from process() and emits its output in finish_bundle, as designed.
     KnownRecord(
@@ -177,6 +181,9 @@ def configure(verbose: bool) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     # MLflow's INFO lines ("Creating initial MLflow database tables...") have their own handler.
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+    # transformers' "Loading weights" bar, each time a pretrained checkpoint is built (the model check, the Trainer,
+    # parity's Hugging Face path: 3 bars a run); huggingface_hub reads it when first imported, workers inherit it.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if "mlflow" in sys.modules:
         logging.getLogger("mlflow").setLevel(logging.WARNING)
     for known in HARMLESS_WARNINGS:

@@ -53,6 +53,8 @@ def test_a_known_harmless_record_is_dropped_and_another_warning_of_the_same_logg
     assert not quiet.filter(_record("absl", logging.WARNING, "ArtifactQuery.property_predicate is not supported."))
     assert not quiet.filter(_record("absl", logging.WARNING, TABLES))
     assert quiet.filter(_record("absl", logging.WARNING, "ContextQuery.property_predicate is not supported."))
+    in_place = "Not using the in-place Transform because the following features require analyzing: %s"
+    assert not quiet.filter(_record("absl", logging.WARNING, in_place, ("text", "source")))
     # Beam logs a tuple (format, class) as the message; only its own combiner's is known.
     no_iterator = "No iterator is returned by the process method in %s."
     for name, harmless in (("_TopPerBundle", True), ("MyDoFn", False)):
@@ -103,7 +105,7 @@ def test_other_commands_show_their_own_info_and_tfx_stage_lines_only():
 @pytest.fixture
 def root_handler(monkeypatch):
     """A console handler of its own on the root logger, and an environment and warnings filters restored after."""
-    for name in ("PYTHONWARNINGS", "MLFLOW_LOGGING_LEVEL", "TF_CPP_MIN_LOG_LEVEL"):
+    for name in ("PYTHONWARNINGS", "MLFLOW_LOGGING_LEVEL", "TF_CPP_MIN_LOG_LEVEL", "HF_HUB_DISABLE_PROGRESS_BARS"):
         monkeypatch.setenv(name, "")  # so that monkeypatch removes what configure() sets
         monkeypatch.delenv(name)
     records: list[logging.LogRecord] = []
@@ -134,6 +136,7 @@ def test_default_console_drops_the_harmless_and_keeps_the_rest(root_handler, mon
     assert [r.getMessage() for r in records] == ["an unknown warning"]
     assert [str(w.message) for w in shown] == ["an unknown FutureWarning"]
     assert os.environ["PYTHONWARNINGS"] == console.python_warnings()  # for the Beam and DDP workers
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
 
 
 def test_verbose_keeps_every_record_and_warning(root_handler):
@@ -143,6 +146,20 @@ def test_verbose_keeps_every_record_and_warning(root_handler):
     _emit_harmless_and_unknown(handler)
     assert len(records) == 3 and len(shown) == 2
     assert handler.filters == []
+    assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+
+
+def test_a_default_console_turns_off_transformers_loading_bars_in_the_process_and_its_children():
+    """configure() runs before transformers is imported; the bar's switch is read at that import."""
+    script = textwrap.dedent("""
+        from torchtfx.pipeline.cli import console
+        console.configure(verbose=False)
+        from transformers.utils import logging
+        print(logging.is_progress_bar_enabled())
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.strip() == "False", proc.stderr[-2000:]
 
 
 def test_child_processes_ignore_the_harmless_warnings_by_exact_text():
@@ -161,7 +178,11 @@ def test_child_processes_ignore_the_harmless_warnings_by_exact_text():
 def test_stderr_lines_known_blocks_are_dropped_others_kept_in_order():
     real_error = "2026-12-05 07:31:24.5: E tensorflow/core/framework/op_kernel.cc:1] out of memory\n"
     broken = [*ATOMIC_DEL[:2], "RuntimeError: something else\n"]  # same start, another exception: kept whole
-    lines = [CUFFT, "first\n", *ATOMIC_DEL, real_error, *broken, ATOMIC_DEL[0]]
+    int64 = (
+        "2026-12-07 17:03:13.709952: E tensorflow/core/util/util.cc:131] oneDNN supports DT_INT64 only on platforms "
+        "with AVX-512. Falling back to the default Eigen-based implementation if present.\n"
+    )
+    lines = [CUFFT, "first\n", *ATOMIC_DEL, int64, real_error, *broken, ATOMIC_DEL[0]]
     kept = [line.decode() for line in filtered(line.encode() for line in lines)]
     assert kept == ["first\n", real_error, *broken, ATOMIC_DEL[0]]  # an unfinished block at the end is kept
 
