@@ -142,6 +142,12 @@ class ColumnPlan:
         _misspelled(path, header, schema_types, schema_file)
         return cls(header, schema_types, missing_values=missing_values)
 
+    @property
+    def encodings(self) -> tuple[tuple[str, int, bool, frozenset[str]], ...]:
+        """Per column: name, schema type, whether it is written typed (False: no value anywhere in the input), and
+        the cells that stand for no value; what the batch encoding (example_batch.py) reads."""
+        return tuple((name, kind, lists is not None, missing) for name, kind, lists, _parse, missing in self._columns)
+
     def bad_cells(self, record: list[str]) -> list[int]:
         """Positions of the cells that are neither missing nor readable as their column's type."""
         missing = self._numeric_missing

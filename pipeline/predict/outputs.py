@@ -27,8 +27,15 @@ SOURCE_FILE, SOURCE_LINE = "source_file", "source_line"
 PREDICTED_CLASS = "predicted_class"
 STRING, INT64, FLOAT32 = "string", "int64", "float32"
 
-# What the Beam step keys each row by: (input file, line, the key columns' cells).
-RowKey = tuple[str, int, tuple[str, ...]]
+
+@dataclasses.dataclass(frozen=True)
+class ScoredRows:
+    """Consecutive records of one input file and what ``serving_default`` returned for them."""
+
+    path: str  # the input file, as given
+    lines: list[int]  # the line each record starts on
+    key_cells: list[tuple[str, ...]]  # each record's --key-column cells (empty tuples without key columns)
+    outputs: Mapping[str, np.ndarray]  # the signature's outputs, by name, one row per record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,24 +77,38 @@ class OutputPlan:
     def names(self) -> list[str]:
         return [name for name, _kind in self.columns]
 
-    def values(self, key: RowKey, outputs: Mapping[str, np.ndarray]) -> list[object]:
-        """One row's cells, in :attr:`columns` order; ``outputs``: the signature's outputs for this row."""
-        path, line, cells = key
-        row: list[object] = list(cells) if self.keys else [path, line]
-        scores = np.asarray(outputs[self.output])
+    def cells(self, rows: ScoredRows) -> list[list[object]]:
+        """The written columns of ``rows``, in :attr:`columns` order: str, int and float32 values."""
+        count = len(rows.lines)
+        keys = (
+            [[cells[i] for cells in rows.key_cells] for i in range(len(self.keys))]
+            if self.keys
+            else [[rows.path] * count, list(rows.lines)]
+        )
+        scores = np.asarray(rows.outputs[self.output], np.float32)
         if not self.classes:
-            return [*row, float(scores)]
-        best = self.classes[int(np.argmax(scores))]
-        return [*row, best, *(float(p) for p in scores)]
+            return [*keys, list(scores.reshape(count))]
+        best = [self.classes[i] for i in np.argmax(scores, axis=1)]
+        return [*keys, best, *(list(scores[:, i]) for i in range(len(self.classes)))]
 
-    def record(self, key: RowKey, outputs: Mapping[str, np.ndarray]) -> dict[str, object]:
-        """One row as Parquet takes it."""
-        return dict(zip(self.names, self.values(key, outputs), strict=True))
+    def csv_text(self, rows: ScoredRows) -> str:
+        """``rows`` as CSV lines, quoted where a cell needs it, floats as the shortest decimal that reads back as
+        the same float32; no line end after the last (the text sink adds it)."""
+        columns = [
+            [_float32_text(v) for v in column] if kind == FLOAT32 else column
+            for column, (_name, kind) in zip(self.cells(rows), self.columns, strict=True)
+        ]
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows(zip(*columns, strict=True))
+        return buffer.getvalue()[:-1]
 
-    def csv_line(self, key: RowKey, outputs: Mapping[str, np.ndarray]) -> str:
-        """One row as a CSV line, quoted where a cell needs it (no line end: the text sink adds it)."""
-        cells = [_float32_text(v) if isinstance(v, float) else v for v in self.values(key, outputs)]
-        return _csv(cells)
+    def table(self, rows: ScoredRows):
+        """``rows`` as an Arrow table of :meth:`arrow_schema` (Parquet)."""
+        import pyarrow as pa
+
+        schema = self.arrow_schema()
+        arrays = [pa.array(column, type=field.type) for column, field in zip(self.cells(rows), schema, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=schema)
 
     @property
     def csv_header(self) -> str:
@@ -106,9 +127,9 @@ def _csv(cells: list[object]) -> str:
     return buffer.getvalue()
 
 
-def _float32_text(value: float) -> str:
+def _float32_text(value: np.float32) -> str:
     """The shortest decimal that reads back as the same float32 (``0.7319``, not ``0.7318999767303467``)."""
-    return str(np.float32(value))
+    return str(value)
 
 
 def _text(value: object) -> str:

@@ -20,8 +20,9 @@ from torchtfx.components.champion.public import Champion
 from torchtfx.components.promoter.public import ServingTarget
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.csv_reader.columns import ColumnPlan
-from torchtfx.data.csv_reader.decode import part_examples
-from torchtfx.data.csv_reader.parts import CsvPart
+from torchtfx.data.csv_reader.decode import open_input
+from torchtfx.data.csv_reader.example_batch import serialized_examples
+from torchtfx.data.csv_reader.parts import CsvPart, part_records
 from torchtfx.pipeline.predict import inference
 from torchtfx.pipeline.predict.errors import PredictError
 from torchtfx.pipeline.predict.outputs import OutputPlan
@@ -89,10 +90,10 @@ def probe(source: CheckedSource, part: CsvPart, model: Champion) -> dict:
     import tensorflow as tf
 
     plan = ColumnPlan(list(part.header), source.schema_types, source.empty, source.missing_values)
-    with contextlib.closing(part_examples(part, plan)) as rows:  # closes the file after the first rows
-        examples = [example.SerializeToString() for _line, _record, example in itertools.islice(rows, PROBE_ROWS)]
+    with contextlib.closing(part_records(part, open_input(part.path))) as rows:  # closes the file after these
+        examples = serialized_examples(plan, [record for _line, record in itertools.islice(rows, PROBE_ROWS)])
     try:
-        return inference.call_signature(tf.saved_model.load(str(model.saved_model_dir)), examples)
+        return inference.call_signature(inference.load_served(str(model.saved_model_dir)), examples)
     except (tf.errors.OpError, ValueError, TypeError) as err:
         message = getattr(err, "message", str(err)).strip().splitlines()[0]
         raise PredictError(
@@ -110,6 +111,7 @@ def _scored_count(result: beam.runners.runner.PipelineResult) -> int:
 def _score(request: PredictRequest, source: CheckedSource, model: Champion, output: OutputTarget) -> list[str]:
     beam_args = beam_args_for(request, source.size)
     parts = source.parts(beam_args)
+    held = inference.load_served(str(model.saved_model_dir))  # an in-process Beam worker scores with this one
     plan = OutputPlan.from_probe(request.keys, request.dataset.task, probe(source, parts[0], model))
     logger.info(
         "Scoring %s rows of %s file(s) with %s into %s",
@@ -124,6 +126,7 @@ def _score(request: PredictRequest, source: CheckedSource, model: Champion, outp
     _ = rows | "Write" >> output.sink(plan)
     result = pipeline.run()
     result.wait_until_finish()
+    del held
     scored = _scored_count(result)
     if scored != source.rows:
         raise PredictError(

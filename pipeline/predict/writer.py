@@ -76,12 +76,12 @@ class OutputTarget:
             owner.close()
 
     def sink(self, plan: OutputPlan) -> beam.PTransform:
-        """The Beam write of the rows (CSV lines or Parquet records) into the staging folder."""
+        """The Beam write of the scored rows (elements of CSV lines, or Arrow tables) into the staging folder."""
         shards = {"num_shards": 1, "shard_name_template": ""} if self.single else {}
         prefix = FileSystems.join(self.staging, _SINGLE_NAME if self.single else _SHARD_PREFIX)
         if self.fmt == CSV:
             return beam.io.WriteToText(prefix, file_name_suffix=".csv", header=plan.csv_header, **shards)
-        return beam.io.WriteToParquet(prefix, plan.arrow_schema(), file_name_suffix=".parquet", **shards)
+        return beam.io.WriteToParquetBatched(prefix, plan.arrow_schema(), file_name_suffix=".parquet", **shards)
 
     def _written(self) -> list[str]:
         pattern = FileSystems.join(self.staging, f"{_SINGLE_NAME if self.single else _SHARD_PREFIX}*.{self.fmt}")

@@ -9,6 +9,7 @@ import apache_beam as beam
 import numpy as np
 import pytest
 import tensorflow as tf
+from apache_beam.testing.util import assert_that, equal_to
 
 from torchtfx.components.champion.resolve import Champion
 from torchtfx.data.config.task import MULTICLASS
@@ -102,3 +103,12 @@ def test_the_beam_pipeline_scores_every_row_with_the_multiclass_outputs(source, 
     scored = np.array([[float(row[f"probabilities_{name}"]) for name in CLASSES] for row in written])
     assert np.max(np.abs(scored - expected)) <= 1e-6
     assert [row["predicted_class"] for row in written] == [CLASSES[i] for i in expected.argmax(axis=1)]
+
+
+def test_a_text_model_is_called_on_at_most_65536_token_ids_per_call(source, tmp_path):
+    model = _saved_model(tmp_path / "model")
+    parts = source.parts(["--direct_running_mode=in_memory"])
+    plan = OutputPlan.from_probe((), MULTICLASS, probe(source, parts[0], model))
+    with beam.Pipeline() as pipeline:
+        rows = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, True, tokens=1024)
+        assert_that(rows | beam.Map(lambda text: len(text.split("\n"))), equal_to([64, 64, 64, 8]))

@@ -9,11 +9,15 @@ import pytest
 
 from torchtfx.data.config.task import BINARY
 from torchtfx.pipeline.predict.errors import PredictError
-from torchtfx.pipeline.predict.outputs import OutputPlan
+from torchtfx.pipeline.predict.outputs import OutputPlan, ScoredRows
 from torchtfx.pipeline.predict.writer import SUCCESS_FILE, OutputTarget
 
 PLAN = OutputPlan.from_probe((), BINARY, {"probabilities": np.zeros(1, np.float32)})
-ROWS = [(("in.csv", line, ()), {"probabilities": np.float32(line / 10)}) for line in range(2, 12)]
+# Two elements of scored rows, as the scoring step yields them: lines 2-6 and 7-11 of one input file.
+BATCHES = [
+    ScoredRows("in.csv", lines, [()] * len(lines), {"probabilities": np.float32(np.array(lines) / 10)})
+    for lines in ([2, 3, 4, 5, 6], [7, 8, 9, 10, 11])
+]
 
 
 def _write(target: OutputTarget) -> None:
@@ -21,8 +25,8 @@ def _write(target: OutputTarget) -> None:
     with beam.Pipeline() as pipeline:
         _ = (
             pipeline
-            | beam.Create(ROWS)
-            | beam.Map(lambda row: PLAN.csv_line(*row) if as_csv else PLAN.record(*row))
+            | beam.Create(BATCHES)
+            | beam.Map(lambda rows: PLAN.csv_text(rows) if as_csv else PLAN.table(rows))
             | target.sink(PLAN)
         )
 

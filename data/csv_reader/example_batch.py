@@ -1,0 +1,85 @@
+"""Many checked records to serialized tf.Examples in one call: the cells become Arrow list columns, typed by the
+column plan, and tfx_bsl's C++ encoder (``RecordBatchToExamplesEncoder``) writes the examples. Each example
+parses equal to :meth:`ColumnPlan.to_example` of its record (tests/unit/data/csv_reader/test_example_batch.py
+holds that over every spelling a cell may have); the bytes are not the same (features in column order, not
+sorted), so ExampleGen, whose hash split reads the bytes, keeps ``to_example``.
+
+Why: building each tf.Example in Python and serializing it took 7.5 s of ``torchtfx predict``'s 21 s on 150,020
+taxi rows, against 0.3 s for the served model itself at 8,192-row calls (profiled on 2 cores).
+
+A numeric column is parsed by Arrow (correctly rounded, as Python's ``float``/``int``) where Arrow reads every
+cell; a cell only Python reads (``3.0`` in an INT column, ``1_000``, blanks around a number) sends the whole
+column through the plan's own parser, so both ways give the same number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from tensorflow.core.example import example_pb2, feature_pb2
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder
+
+from torchtfx.data.csv_reader.columns import ColumnPlan, parse_float, parse_int
+
+_ARROW_TYPES = {schema_pb2.INT: pa.int64(), schema_pb2.FLOAT: pa.float64(), schema_pb2.BYTES: pa.large_binary()}
+_VALUE_TYPES = {schema_pb2.INT: pa.int64(), schema_pb2.FLOAT: pa.float32(), schema_pb2.BYTES: pa.large_binary()}
+_PARSERS: dict[int, Callable[[str], object]] = {schema_pb2.INT: parse_int, schema_pb2.FLOAT: parse_float}
+
+
+class ChangedInputError(ValueError):
+    """A record the checks did not see this way: its file changed after the checks."""
+
+
+def serialized_examples(plan: ColumnPlan, records: Sequence[Sequence[str]]) -> list[bytes]:
+    """The serialized tf.Example of each checked record, in order."""
+    if not records:
+        return []
+    names, arrays, untyped = [], [], []
+    for (name, kind, typed, missing), cells in zip(plan.encodings, zip(*records, strict=True), strict=True):
+        if typed:
+            names.append(name)
+            arrays.append(_list_column(name, kind, cells, missing))
+        elif all(cell in missing for cell in cells):
+            untyped.append(name)
+        else:
+            raise ChangedInputError(f"column {name!r} had no value in any row when checked and has one now")
+    encoded = (
+        RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_arrays(arrays, names))
+        if arrays
+        else [b""] * len(records)
+    )
+    if not untyped:
+        return encoded
+    # A feature without a type, as to_example writes it: a serialized message followed by another of the same
+    # type parses as their merge, so the untyped features are appended as one Example's bytes.
+    suffix = example_pb2.Example(
+        features=feature_pb2.Features(feature={name: feature_pb2.Feature() for name in untyped})
+    ).SerializeToString()
+    return [example + suffix for example in encoded]
+
+
+def _list_column(name: str, kind: int, cells: Sequence[str], missing: frozenset[str]) -> pa.Array:
+    """One column as a list per row: [value], or [] for a missing cell (a typed, empty value list)."""
+    strings = pa.array(cells, type=pa.large_string())
+    present = pc.invert(pc.is_in(strings, value_set=pa.array(sorted(missing), type=pa.large_string())))
+    counts = present.to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])
+    values = _typed_values(name, kind, strings.filter(present))
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values)
+
+
+def _typed_values(name: str, kind: int, values: pa.Array) -> pa.Array:
+    if kind == schema_pb2.BYTES:
+        return values.cast(pa.large_binary())  # UTF-8, as str.encode
+    try:
+        parsed = pc.cast(values, _ARROW_TYPES[kind])
+    except pa.ArrowInvalid:  # a spelling only Python reads: the plan's parser for the whole column
+        numbers = [_PARSERS[kind](text) for text in values.to_pylist()]
+        if any(number is None for number in numbers):
+            raise ChangedInputError(f"column {name!r} holds a value that is not a number now") from None
+        parsed = pa.array(numbers, type=_ARROW_TYPES[kind])
+    return parsed.cast(_VALUE_TYPES[kind]) if kind == schema_pb2.FLOAT else parsed
