@@ -11,11 +11,19 @@ _LABELS = {
 
 
 def predict_section(r: dict) -> list[str]:
+    warmup = r.get("warmup_seconds")
     lines = [
         "## Batch scoring: `torchtfx predict` (rows per second)",
         "",
         f"{r['rows']:,} taxi rows (the packaged CSV 10 times over), the same champion, each from reading the CSV to "
-        "a written file of scores; median of the interleaved rounds.",
+        "a written file of scores; "
+        + (
+            "one untimed round of every way first (imports, the first model load: "
+            + ", ".join(f"{_SHORT.get(n, n)} {s:.1f} s" for n, s in warmup.items())
+            + "), then the median of the interleaved rounds."
+            if warmup
+            else "median of the interleaved rounds."
+        ),
         "",
         "| way | rows/s | seconds per round | ours against it |",
         "|---|---:|---|---:|",
@@ -24,4 +32,25 @@ def predict_section(r: dict) -> list[str]:
         rounds = ", ".join(f"{s:.1f}" for s in r["seconds"][name])
         ratio = f"{r['ratio_to'][name]:.2f}x" if name in r["ratio_to"] else ""
         lines.append(f"| {_LABELS.get(name, name)} | {rate:,.0f} | {rounds} | {ratio} |")
+    lines.append("")
+    if "target_vs_loop" in r:
+        ratio, target = r["ratio_to"]["loop"], r["target_vs_loop"]
+        lines.append(f"Against the plain loop: {ratio:.2f}x (target ≥ {target}): {_verdict(ratio >= target)}.")
+    scale = r.get("scale")
+    if scale:
+        met = scale["peak_pss_gib"] <= scale["target_pss_gib"]
+        lines += [
+            "",
+            f"At {scale['rows']:,} rows (`torchtfx predict` as a command, the CSV repeated): "
+            f"{scale['wall_seconds']:.0f} s, {scale['rows_per_second']:,.0f} rows/s; peak PSS of its process tree "
+            f"{scale['peak_pss_gib']:.2f} GiB (RSS {scale['peak_rss_gib']:.2f} GiB, {scale['peak_processes']} "
+            f"processes) (target ≤ {scale['target_pss_gib']} GiB): {_verdict(met)}.",
+        ]
     return [*lines, ""]
+
+
+_SHORT = {"torchtfx_predict": "ours", "loop": "loop", "pyfunc": "pyfunc"}
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
