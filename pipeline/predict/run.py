@@ -133,7 +133,7 @@ def _score(request: PredictRequest, source: CheckedSource, model: Champion, outp
             f"the Beam run scored {scored:,} rows where the checks counted {source.rows:,}; nothing was written "
             "(did an input file change during the run?)"
         )
-    return output.publish()
+    return output.publish(plan)
 
 
 def predict(request: PredictRequest) -> PredictSummary:

@@ -2,11 +2,15 @@
 (``.<name>.incoming-<id>``), and only a run that scored every row renames it into place; a failure deletes it, and
 a rerun deletes one whose run was killed (``staging.py``: the run holds a lock in it).
 
-``--out`` ending in ``.csv`` or ``.parquet`` is one file of that format (one writer: fine for a day's CSV);
-anything else is a folder of shards ``part-SSSSS-of-NNNNN.<format>`` (``--format``, CSV by default), one per
-writer, which scales with the workers. A local ``--out`` appears in one rename (a folder's too). On a Beam
-filesystem without folders (gs://, s3://) each shard is renamed in turn once all of them are written, the last
-one ``_SUCCESS``, so a reader that waits for it never sees part of the result.
+``--out`` ending in ``.csv`` or ``.parquet`` is one file of that format; anything else is a folder of shards
+``part-SSSSS-of-NNNNN.<format>`` (``--format``, CSV by default), one per writer, which scales with the workers.
+A single file is written as shards too and merged into one file at publish, streaming: Beam's one-shard write
+groups every row under one key, so the DirectRunner held the whole output in the launching process (measured:
++176 MiB RSS per 1.5M taxi rows, 3.1 GiB PSS for the tree at 5M rows).
+
+A local ``--out`` appears in one rename (a folder's too). On a Beam filesystem without folders (gs://, s3://)
+each shard is renamed in turn once all of them are written, the last one ``_SUCCESS``, so a reader that waits
+for it never sees part of the result.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
 
@@ -31,6 +36,7 @@ CSV, PARQUET = "csv", "parquet"
 FORMATS = (CSV, PARQUET)
 SUCCESS_FILE = "_SUCCESS"
 _SHARD_PREFIX, _SINGLE_NAME = "part", "predictions"
+_COPY_BYTES = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,24 +82,27 @@ class OutputTarget:
             owner.close()
 
     def sink(self, plan: OutputPlan) -> beam.PTransform:
-        """The Beam write of the scored rows (elements of CSV lines, or Arrow tables) into the staging folder."""
-        shards = {"num_shards": 1, "shard_name_template": ""} if self.single else {}
-        prefix = FileSystems.join(self.staging, _SINGLE_NAME if self.single else _SHARD_PREFIX)
+        """The Beam write of the scored rows (elements of CSV lines, or Arrow tables) into the staging folder, in
+        shards; a folder's CSV shards each with the header (a single file gets it once, at the merge)."""
+        prefix = FileSystems.join(self.staging, _SHARD_PREFIX)
         if self.fmt == CSV:
-            return beam.io.WriteToText(prefix, file_name_suffix=".csv", header=plan.csv_header, **shards)
-        return beam.io.WriteToParquetBatched(prefix, plan.arrow_schema(), file_name_suffix=".parquet", **shards)
+            header = None if self.single else plan.csv_header
+            return beam.io.WriteToText(prefix, file_name_suffix=".csv", header=header)
+        return beam.io.WriteToParquetBatched(prefix, plan.arrow_schema(), file_name_suffix=".parquet")
 
     def _written(self) -> list[str]:
-        pattern = FileSystems.join(self.staging, f"{_SINGLE_NAME if self.single else _SHARD_PREFIX}*.{self.fmt}")
+        pattern = FileSystems.join(self.staging, f"{_SHARD_PREFIX}*.{self.fmt}")
         return sorted(m.path for m in FileSystems.match([pattern])[0].metadata_list)
 
-    def publish(self) -> list[str]:
-        """Move the written files to ``--out``; returns what is there now."""
+    def publish(self, plan: OutputPlan) -> list[str]:
+        """Move the written files to ``--out`` (a single file: the shards merged into it); returns what is there."""
         written = self._written()
         if not written:
             raise PredictError(f"the Beam write left no {self.fmt} file in {self.staging}; nothing was written")
         if self.single:
-            FileSystems.rename(written, [self.out])
+            merged = FileSystems.join(self.staging, f"{_SINGLE_NAME}.{self.fmt}")
+            _merge(written, merged, plan, self.fmt)
+            FileSystems.rename([merged], [self.out])
             self.discard()
             return [self.out]
         names = [FileSystems.split(path)[1] for path in written]
@@ -114,6 +123,25 @@ class OutputTarget:
                 FileSystems.delete([self.staging])
         except OSError as err:  # the run's own error matters more; say what is left behind
             logger.warning("Could not delete the staging folder %s: %s", self.staging, err)
+
+
+def _merge(shards: list[str], target: str, plan: OutputPlan, fmt: str) -> None:
+    """The shards' rows into one file, a block or a row group at a time."""
+    with FileSystems.create(target) as sink:
+        if fmt == CSV:
+            sink.write((plan.csv_header + "\n").encode())
+            for shard in shards:
+                with FileSystems.open(shard) as source:
+                    shutil.copyfileobj(source, sink, _COPY_BYTES)
+            return
+        import pyarrow.parquet as pq
+
+        with pq.ParquetWriter(sink, plan.arrow_schema()) as writer:
+            for shard in shards:
+                with FileSystems.open(shard) as source:
+                    parquet = pq.ParquetFile(source)
+                    for group in range(parquet.num_row_groups):
+                        writer.write_table(parquet.read_row_group(group))
 
 
 def _remove_all_but(folder: str, keep: list[str]) -> None:

@@ -92,7 +92,7 @@ def test_the_beam_pipeline_scores_every_row_with_the_multiclass_outputs(source, 
     with beam.Pipeline() as pipeline:
         rows = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, as_csv=True)
         _ = rows | target.sink(plan)
-    target.publish()
+    target.publish(plan)
     with (tmp_path / "scores.csv").open(newline="") as handle:
         written = sorted(csv.DictReader(handle), key=lambda row: int(row["source_line"]))
     assert [int(row["source_line"]) for row in written] == list(range(2, 202))

@@ -44,7 +44,7 @@ def test_a_csv_file_out_is_one_file_with_a_header_and_every_row(tmp_path):
     target = OutputTarget.for_out(str(tmp_path / "out" / "scores.csv"), None)
     _write(target)
     assert not (tmp_path / "out" / "scores.csv").exists()  # staged until published
-    assert target.publish() == [str(tmp_path / "out" / "scores.csv")]
+    assert target.publish(PLAN) == [str(tmp_path / "out" / "scores.csv")]
     lines = (tmp_path / "out" / "scores.csv").read_text().splitlines()
     assert lines[0] == "source_file,source_line,probabilities"
     assert sorted(lines[1:], key=lambda s: int(s.split(",")[1])) == [
@@ -56,7 +56,7 @@ def test_a_csv_file_out_is_one_file_with_a_header_and_every_row(tmp_path):
 def test_a_folder_out_holds_parquet_shards_and_a_success_marker(tmp_path):
     target = OutputTarget.for_out(str(tmp_path / "scores"), "parquet")
     _write(target)
-    written = target.publish()
+    written = target.publish(PLAN)
     assert written and all(p.endswith(".parquet") for p in written)
     assert (tmp_path / "scores" / SUCCESS_FILE).is_file()
     table = pq.read_table(str(tmp_path / "scores")).to_pandas().sort_values("source_line")
@@ -71,3 +71,28 @@ def test_discard_leaves_nothing_behind(tmp_path):
     _write(target)
     target.discard()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_a_single_file_out_is_the_shards_merged_with_one_header(tmp_path, suffix):
+    """Written as shards (Beam's one-shard write would group every row in the launching process), merged at
+    publish: every row of every shard, the CSV header once."""
+    target = OutputTarget.for_out(str(tmp_path / f"scores.{suffix}"), None)
+    staging = tmp_path / target.staging.rsplit("/", 1)[-1]
+    staging.mkdir()
+    for index, rows in enumerate(BATCHES):
+        shard = staging / f"part-{index:05d}-of-00002.{suffix}"
+        if suffix == "csv":
+            shard.write_text(PLAN.csv_text(rows) + "\n")  # the text sink's shards: no header for a single file
+        else:
+            pq.write_table(PLAN.table(rows), str(shard))
+    assert target.publish(PLAN) == [str(tmp_path / f"scores.{suffix}")]
+    if suffix == "csv":
+        lines = (tmp_path / "scores.csv").read_text().splitlines()
+        assert lines[0] == PLAN.csv_header and PLAN.csv_header not in lines[1:]
+        assert [int(line.split(",")[1]) for line in lines[1:]] == list(range(2, 12))
+    else:
+        table = pq.read_table(str(tmp_path / "scores.parquet"))
+        assert table.column("source_line").to_pylist() == list(range(2, 12))
+        assert table.schema == PLAN.arrow_schema()
+    assert [p.name for p in tmp_path.iterdir()] == [f"scores.{suffix}"]  # the staging folder is gone
