@@ -112,3 +112,19 @@ def test_a_text_model_is_called_on_at_most_65536_token_ids_per_call(source, tmp_
     with beam.Pipeline() as pipeline:
         rows = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, True, tokens=1024)
         assert_that(rows | beam.Map(lambda text: len(text.split("\n"))), equal_to([64, 64, 64, 8]))
+
+
+def test_a_file_changed_after_the_checks_stops_the_scoring_by_file_and_lines(source, tmp_path):
+    model = _saved_model(tmp_path / "model")
+    parts = source.parts(["--direct_running_mode=in_memory"])
+    plan = OutputPlan.from_probe((), MULTICLASS, probe(source, parts[0], model))
+    data = tmp_path / "day.csv"
+    lines = data.read_text().splitlines()
+    header = next(csv.reader([lines[0]]))
+    cells = next(csv.reader([lines[5]]))
+    cells[header.index("fare")] = "ten dollars"  # a FLOAT cell that is not a number, written after the checks
+    lines[5] = ",".join(cells)
+    data.write_text("\n".join(lines) + "\n")
+    with pytest.raises(Exception, match=r"day\.csv, lines 2-201: column 'fare' holds a value that is not a number now"):
+        with beam.Pipeline() as pipeline:
+            _ = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, as_csv=True)
