@@ -52,8 +52,8 @@ class CsvPartToExamples(beam.DoFn):
 
 
 def part_examples(part: CsvPart, plan: ColumnPlan) -> Iterator[tuple[int, list[str], example_pb2.Example]]:
-    """Each record of ``part`` (checked before the Beam work) with the line it starts on and its tf.Example: the
-    one decoding of ExampleGen and of batch scoring (pipeline/predict/)."""
+    """Each record of ``part`` (checked before the Beam work) with the line it starts on and its tf.Example, as
+    ExampleGen writes it (batch scoring encodes a chunk at a time the same way: example_batch.py)."""
     for line, record in part_records(part, open_input(part.path)):
         try:
             example = plan.to_example(record)

@@ -37,7 +37,13 @@ def test_every_spelling_of_a_cell_is_encoded_as_to_example_encodes_it():
     texts = ["a", "", "NA", " ", "é", '"quoted", with comma', "two\nlines", "0"]
     width = max(len(ints), len(floats), len(texts))
     records = [
-        [ints[i % len(ints)], floats[i % len(floats)], texts[i % len(texts)], "NA" if i % 2 else "", texts[(3 * i) % len(texts)]]
+        [
+            ints[i % len(ints)],
+            floats[i % len(floats)],
+            texts[i % len(texts)],
+            "NA" if i % 2 else "",
+            texts[(3 * i) % len(texts)],
+        ]
         for i in range(width * 3)
     ]
     _same_as_one_by_one(plan, records)
