@@ -47,10 +47,18 @@ def serialized_examples(plan: ColumnPlan, records: Sequence[Sequence[str]]) -> l
             untyped.append(name)
         else:
             raise ChangedInputError(f"column {name!r} had no value in any row when checked and has one now")
+    return encode_list_columns(names, arrays, len(records), untyped)
+
+
+def encode_list_columns(
+    names: Sequence[str], columns: Sequence[pa.Array], rows: int, untyped: Sequence[str] = ()
+) -> list[bytes]:
+    """``rows`` serialized tf.Examples from one Arrow list column per typed feature (a row's list holds its values;
+    an empty list is a typed, empty value list: a missing value) and the features written without a type."""
     encoded = (
-        RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_arrays(arrays, names))
-        if arrays
-        else [b""] * len(records)
+        RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_arrays(list(columns), list(names)))
+        if columns
+        else [b""] * rows
     )
     if not untyped:
         return encoded
@@ -62,14 +70,18 @@ def serialized_examples(plan: ColumnPlan, records: Sequence[Sequence[str]]) -> l
     return [example + suffix for example in encoded]
 
 
+def list_column(values: pa.Array, present: np.ndarray) -> pa.Array:
+    """A list per row: the next of ``values`` where ``present``, else an empty list."""
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(present, dtype=np.int64)])
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values)
+
+
 def _list_column(name: str, kind: int, cells: Sequence[str], missing: frozenset[str]) -> pa.Array:
     """One column as a list per row: [value], or [] for a missing cell (a typed, empty value list)."""
     strings = pa.array(cells, type=pa.large_string())
     present = pc.invert(pc.is_in(strings, value_set=pa.array(sorted(missing), type=pa.large_string())))
-    counts = present.to_numpy(zero_copy_only=False).astype(np.int64)
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(counts)])
     values = _typed_values(name, kind, strings.filter(present))
-    return pa.LargeListArray.from_arrays(pa.array(offsets), values)
+    return list_column(values, present.to_numpy(zero_copy_only=False))
 
 
 def _typed_values(name: str, kind: int, values: pa.Array) -> pa.Array:

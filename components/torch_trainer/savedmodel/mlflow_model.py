@@ -29,9 +29,11 @@ from pathlib import Path
 import mlflow.pyfunc
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from torchtfx.components.shared import contracts
 from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
+from torchtfx.data.csv_reader.example_batch import encode_list_columns, list_column
 
 SERVING_ARTIFACT, TORCH_ARTIFACT, KINDS_FILE = "serving_model", "torch", "feature_kinds.json"
 DATA_FOLDER = "model"  # the pyfunc's data: <model>/data/model/
@@ -77,27 +79,28 @@ def frame_from_examples(examples: list[bytes], kinds: dict[str, str]) -> pd.Data
 
 
 def examples_from_frame(frame: pd.DataFrame, kinds: dict[str, str]) -> list[bytes]:
-    """The tf.Example of each row, as CsvExampleGen writes it: a missing value (NaN, None) is an empty list."""
-    import tensorflow as tf
+    """The tf.Example of each row, as CsvExampleGen writes it: a missing value (NaN, None) is an empty list.
 
+    Column by column (data/csv_reader/example_batch.py's C++ encoder): building each row's example in Python
+    was what limited the pyfunc (13,524 rows/s on taxi, against 37,928 for ``torchtfx predict``)."""
     unknown = sorted(set(frame.columns) - set(kinds))
     if unknown:
         raise ValueError(f"unknown column(s) {unknown}; the model takes {sorted(kinds)}")
-    records = []
-    for row in frame.to_dict(orient="records"):
-        example = tf.train.Example()
-        for name, value in row.items():
-            feature = example.features.feature[name]
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                getattr(feature, kinds[name]).SetInParent()
-            elif kinds[name] == BYTES:
-                feature.bytes_list.value.append(str(value).encode())
-            elif kinds[name] == INT64:
-                feature.int64_list.value.append(int(value))
-            else:
-                feature.float_list.value.append(float(value))
-        records.append(example.SerializeToString())
-    return records
+    names = [str(name) for name in frame.columns]
+    columns = [_list_column(frame[name].tolist(), kinds[name]) for name in names]
+    return encode_list_columns(names, columns, len(frame))
+
+
+_CONVERT = {BYTES: lambda value: str(value).encode(), INT64: int, FLOAT: float}
+_ARROW_KIND = {BYTES: pa.large_binary(), INT64: pa.int64(), FLOAT: pa.float64()}
+
+
+def _list_column(cells: list, kind: str) -> pa.Array:
+    """One column's cells (Python values, as pandas gives them) as a list per row; None and NaN: []."""
+    present = np.array([not (v is None or (isinstance(v, float) and math.isnan(v))) for v in cells], dtype=bool)
+    convert = _CONVERT[kind]
+    values = pa.array([convert(v) for v, keep in zip(cells, present, strict=True) if keep], type=_ARROW_KIND[kind])
+    return list_column(values.cast(pa.float32()) if kind == FLOAT else values, present)
 
 
 def outputs_frame(outputs: dict) -> pd.DataFrame:

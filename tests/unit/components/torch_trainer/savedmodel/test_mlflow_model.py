@@ -70,6 +70,24 @@ def test_frame_round_trip_keeps_every_value_and_missing_values_stay_missing(buil
         mlflow_model.examples_from_frame(frame.assign(tip_amount=1.0), kinds)
 
 
+def test_a_frame_s_cells_become_the_values_one_conversion_each_gives_them():
+    """int(), float() and str() per cell, as CsvExampleGen's types; None and NaN an empty, typed list."""
+    kinds = {"n": mlflow_model.INT64, "x": mlflow_model.FLOAT, "s": mlflow_model.BYTES}
+    frame = pd.DataFrame(
+        {
+            "n": [3, None, 7.0, np.nan],  # pandas makes this a float column: 3.0, NaN, 7.0, NaN
+            "x": [0.1, np.nan, 1e300, -2],
+            "s": ["a", None, 3, "é"],
+        }
+    )
+    got = [tf.train.Example.FromString(e).features.feature for e in mlflow_model.examples_from_frame(frame, kinds)]
+    assert [list(f["n"].int64_list.value) for f in got] == [[3], [], [7], []]
+    assert [f["n"].WhichOneof("kind") for f in got] == ["int64_list"] * 4  # missing: typed and empty
+    assert [list(f["x"].float_list.value) for f in got] == [[np.float32(0.1)], [], [np.inf], [-2.0]]
+    assert [list(f["s"].bytes_list.value) for f in got] == [[b"a"], [], [b"3"], ["é".encode()]]
+    assert mlflow_model.examples_from_frame(frame.iloc[:0], kinds) == []
+
+
 def test_registered_version_loads_by_alias_in_a_fresh_process_and_matches_the_saved_model(built, tmp_path):
     """With MLflow's pickle loading switched off: the pyfunc runs no code stored with the model."""
     dest, serving, examples, _model = built
