@@ -96,6 +96,16 @@ class _Progress:
         )
 
 
+def chunk_examples(part: CsvPart, columns: ColumnPlan, chunk: list[tuple[int, list[str]]]) -> list[bytes]:
+    """The serialized tf.Examples of consecutive (line, record) pairs of ``part``; a record the checks before the
+    Beam work did not see this way (its file changed since) is named by file and lines."""
+    try:
+        return serialized_examples(columns, [record for _line, record in chunk])
+    except ChangedInputError as err:
+        lines = f"lines {chunk[0][0]}-{chunk[-1][0]}"
+        raise DataSourceError(f"{part.path}, {lines}: {err} (did the file change during the run?)") from None
+
+
 class ScorePart(beam.DoFn):
     """A part of a checked CSV file -> its scored rows, one element per ``rows`` records: CSV lines (one string)
     or an Arrow table; every record counted in the ROWS_SCORED metric."""
@@ -124,16 +134,11 @@ class ScorePart(beam.DoFn):
         positions = [part.header.index(name) for name in self._plan.keys]
         records = part_records(part, open_input(part.path))
         while chunk := list(itertools.islice(records, self._rows)):
-            try:
-                examples = serialized_examples(columns, [record for _line, record in chunk])
-            except ChangedInputError as err:  # checked before the Beam work: the file changed since
-                lines = f"lines {chunk[0][0]}-{chunk[-1][0]}"
-                raise DataSourceError(f"{part.path}, {lines}: {err} (did the file change during the run?)") from None
             rows = ScoredRows(
                 part.path,
                 [line for line, _record in chunk],
                 [tuple(record[i] for i in positions) for _line, record in chunk],
-                call_signature(self._loaded, examples),
+                call_signature(self._loaded, chunk_examples(part, columns, chunk)),
             )
             yield self._plan.csv_text(rows) if self._as_csv else self._plan.table(rows)
             self._scored.inc(len(chunk))

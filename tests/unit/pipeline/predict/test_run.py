@@ -13,6 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from torchtfx.components.champion.resolve import Champion
 from torchtfx.data.config.task import MULTICLASS
+from torchtfx.data.csv_reader.sources import DataSourceError
 from torchtfx.pipeline.predict import inference
 from torchtfx.pipeline.predict.errors import PredictError
 from torchtfx.pipeline.predict.outputs import OutputPlan
@@ -125,6 +126,8 @@ def test_a_file_changed_after_the_checks_stops_the_scoring_by_file_and_lines(sou
     cells[header.index("fare")] = "ten dollars"  # a FLOAT cell that is not a number, written after the checks
     lines[5] = ",".join(cells)
     data.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataSourceError, match=r"day\.csv, lines 2-9: column 'fare' holds a value that is not a number"):
+        probe(source, parts[0], model)  # the probe's first rows, named the same way
     with pytest.raises(Exception, match=r"day\.csv, lines 2-201: column 'fare' holds a value that is not a number now"):
         with beam.Pipeline() as pipeline:
             _ = inference.scored_rows(pipeline, parts, source, str(model.saved_model_dir), plan, as_csv=True)
