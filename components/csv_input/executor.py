@@ -11,6 +11,7 @@ epoch, and Transform, StatisticsGen and the Evaluator aggregate.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from typing import Any, cast
@@ -20,6 +21,7 @@ from google.protobuf import json_format, struct_pb2
 from tfx import types
 from tfx.components.example_gen import base_example_gen_executor, utils, write_split
 from tfx.components.util import examples_utils
+from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
@@ -30,6 +32,7 @@ from torchtfx.components.csv_input.constants import (
     SAMPLE_KEY,
     SCHEMA_FILE_KEY,
 )
+from torchtfx.components.csv_input.split_writer import PartColumns, SplitTargets, write_parts
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
 from torchtfx.data.config.missing import DEFAULT_MISSING_VALUES, checked_markers
 from torchtfx.data.csv_reader.beam_parts import input_parts
@@ -143,7 +146,10 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         if file_format not in _TFRECORD_GZIP or payload_format == example_gen_pb2.PayloadFormat.FORMAT_PARQUET:
             super().Do(input_dict, output_dict, exec_properties)  # formats other than TFX's default: TFX's path
             return
-        self._write_unshuffled(output_dict, exec_properties)
+        if _output_config(exec_properties).split_config.HasField("partition_feature_name"):
+            self._write_unshuffled(output_dict, exec_properties)  # TFX's split by a feature's value reads protos
+        else:
+            self._write_parts(output_dict, exec_properties)
         for artifact in output_dict[standard_component_specs.EXAMPLES_KEY]:
             if payload_format:
                 examples_utils.set_payload_format(artifact, payload_format)
@@ -174,6 +180,45 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
                 schema,
                 checked.rows,
             )
+
+    def _write_parts(self, output_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
+        """Each part of each input split straight into its output split files (split_writer.py)."""
+        input_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+        )
+        output_config = _output_config(exec_properties)
+        examples = output_dict[standard_component_specs.EXAMPLES_KEY]
+        split_names = utils.generate_output_split_names(input_config, output_config)
+        artifact_utils.get_single_instance(examples).split_names = artifact_utils.encode_split_names(split_names)
+        uris = [artifact_utils.get_split_uri(examples, name) for name in split_names]
+        for uri in uris:
+            fileio.makedirs(uri)
+        columns = {
+            split.pattern: PartColumns(
+                load_schema_types(schema_file(exec_properties)),
+                self._empty.get(split.pattern, frozenset()),
+                missing_values(exec_properties),
+                sample(exec_properties),
+            )
+            for split in input_config.splits
+        }
+        with self._make_beam_pipeline() as pipeline:
+            if output_config.split_config.splits:  # one input split, hashed into the output splits (TFX's check)
+                (split,) = input_config.splits
+                buckets = tuple(itertools.accumulate(s.hash_buckets for s in output_config.split_config.splits))
+                write_parts(
+                    pipeline,
+                    split.name,
+                    self._parts[split.pattern],
+                    columns[split.pattern],
+                    SplitTargets(tuple(uris), buckets),
+                )
+            else:  # each input split is an output split
+                for split, uri in zip(input_config.splits, uris, strict=True):
+                    write_parts(
+                        pipeline, split.name, self._parts[split.pattern], columns[split.pattern], SplitTargets((uri,))
+                    )
+        logger.info("Examples generated under %s", artifact_utils.get_single_uri(examples))
 
     def _write_unshuffled(self, output_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
         """TFX's ``BaseExampleGenExecutor.Do`` for gzipped TFRecords, less the ``Reshuffle``."""

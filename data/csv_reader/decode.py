@@ -9,6 +9,7 @@ read, the decoding, the split and the write fuse into one streaming stage.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import IO
 
@@ -18,6 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 from tensorflow.core.example import example_pb2
 
 from torchtfx.data.csv_reader.columns import ColumnPlan
+from torchtfx.data.csv_reader.example_batch import ChangedInputError, serialized_examples
 from torchtfx.data.csv_reader.parts import CsvPart, part_records
 from torchtfx.data.csv_reader.sources import DataSourceError
 
@@ -60,3 +62,20 @@ def part_examples(part: CsvPart, plan: ColumnPlan) -> Iterator[tuple[int, list[s
         except ValueError as err:  # checked before the Beam work: the file changed since
             raise DataSourceError(f"{part.path}, line {line}: {err} (did the file change during the run?)") from None
         yield line, record, example
+
+
+def part_chunks(part: CsvPart, rows: int) -> Iterator[list[tuple[int, list[str]]]]:
+    """The records of ``part`` with the line each starts on, ``rows`` at a time."""
+    records = part_records(part, open_input(part.path))
+    while chunk := list(itertools.islice(records, rows)):
+        yield chunk
+
+
+def chunk_examples(part: CsvPart, plan: ColumnPlan, chunk: list[tuple[int, list[str]]]) -> list[bytes]:
+    """The serialized tf.Examples of consecutive (line, record) pairs of ``part`` (example_batch.py); a record the
+    checks before the Beam work did not see this way (its file changed since) is named by file and lines."""
+    try:
+        return serialized_examples(plan, [record for _line, record in chunk])
+    except ChangedInputError as err:
+        lines = f"lines {chunk[0][0]}-{chunk[-1][0]}"
+        raise DataSourceError(f"{part.path}, {lines}: {err} (did the file change during the run?)") from None

@@ -1,15 +1,17 @@
-"""Many checked records to serialized tf.Examples in one call: the cells become Arrow list columns, typed by the
-column plan, and tfx_bsl's C++ encoder (``RecordBatchToExamplesEncoder``) writes the examples. Each example
-parses equal to :meth:`ColumnPlan.to_example` of its record (tests/unit/data/csv_reader/test_example_batch.py
-holds that over every spelling a cell may have); the bytes are not the same (features in column order, not
-sorted), so ExampleGen, whose hash split reads the bytes, keeps ``to_example``.
+"""Many checked records to serialized tf.Examples in one call, a column at a time: the cells are parsed by Arrow,
+typed by the column plan, and written by example_wire.py, byte for byte what :meth:`ColumnPlan.to_example` and
+a deterministic serialization write (tests/unit/data/csv_reader/test_example_batch.py holds that over every
+spelling a cell may have), so ExampleGen's hash split puts each row where it did.
 
 Why: building each tf.Example in Python and serializing it took 7.5 s of ``torchtfx predict``'s 21 s on 150,020
-taxi rows, against 0.3 s for the served model itself at 8,192-row calls (profiled on 2 cores).
+taxi rows, against 0.3 s for the served model itself at 8,192-row calls (profiled on 2 cores); ExampleGen spent
+most of its CPU there at 1M rows.
 
 A numeric column is parsed by Arrow (correctly rounded, as Python's ``float``/``int``) where Arrow reads every
 cell; a cell only Python reads (``3.0`` in an INT column, ``1_000``, blanks around a number) sends the whole
 column through the plan's own parser, so both ways give the same number.
+
+``encode_list_columns`` writes other list columns (the MLflow pyfunc's frames) with tfx_bsl's C++ encoder.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder
 
 from torchtfx.data.csv_reader.columns import ColumnPlan, parse_float, parse_int
+from torchtfx.data.csv_reader.example_wire import WireColumn, deterministic_examples
 
 _ARROW_TYPES = {schema_pb2.INT: pa.int64(), schema_pb2.FLOAT: pa.float64(), schema_pb2.BYTES: pa.large_binary()}
 _VALUE_TYPES = {schema_pb2.INT: pa.int64(), schema_pb2.FLOAT: pa.float32(), schema_pb2.BYTES: pa.large_binary()}
+_NUMPY_TYPES = {schema_pb2.INT: np.int64, schema_pb2.FLOAT: np.float32}
 _PARSERS: dict[int, Callable[[str], object]] = {schema_pb2.INT: parse_int, schema_pb2.FLOAT: parse_float}
 
 
@@ -38,16 +42,15 @@ def serialized_examples(plan: ColumnPlan, records: Sequence[Sequence[str]]) -> l
     """The serialized tf.Example of each checked record, in order."""
     if not records:
         return []
-    names, arrays, untyped = [], [], []
+    columns = []
     for (name, kind, typed, missing), cells in zip(plan.encodings, zip(*records, strict=True), strict=True):
         if typed:
-            names.append(name)
-            arrays.append(_list_column(name, kind, cells, missing))
+            columns.append(_wire_column(name, kind, cells, missing))
         elif all(cell in missing for cell in cells):
-            untyped.append(name)
+            columns.append(WireColumn(name, kind, None, None))
         else:
             raise ChangedInputError(f"column {name!r} had no value in any row when checked and has one now")
-    return encode_list_columns(names, arrays, len(records), untyped)
+    return deterministic_examples(columns, len(records))
 
 
 def encode_list_columns(
@@ -76,12 +79,16 @@ def list_column(values: pa.Array, present: np.ndarray) -> pa.Array:
     return pa.LargeListArray.from_arrays(pa.array(offsets), values)
 
 
-def _list_column(name: str, kind: int, cells: Sequence[str], missing: frozenset[str]) -> pa.Array:
-    """One column as a list per row: [value], or [] for a missing cell (a typed, empty value list)."""
+def _wire_column(name: str, kind: int, cells: Sequence[str], missing: frozenset[str]) -> WireColumn:
+    """One column's cells: which hold a value, and the value of each row (0 where there is none)."""
     strings = pa.array(cells, type=pa.large_string())
     present = pc.invert(pc.is_in(strings, value_set=pa.array(sorted(missing), type=pa.large_string())))
-    values = _typed_values(name, kind, strings.filter(present))
-    return list_column(values, present.to_numpy(zero_copy_only=False))
+    present_rows = present.to_numpy(zero_copy_only=False)
+    if kind == schema_pb2.BYTES:
+        return WireColumn(name, kind, present_rows, strings)
+    values = np.zeros(len(cells), _NUMPY_TYPES[kind])
+    values[present_rows] = _typed_values(name, kind, strings.filter(present)).to_numpy(zero_copy_only=False)
+    return WireColumn(name, kind, present_rows, pa.array(values))
 
 
 def _typed_values(name: str, kind: int, values: pa.Array) -> pa.Array:

@@ -1,6 +1,6 @@
 """The Beam pipeline of batch scoring: parts of the checked CSV files -> for each part, its records in chunks of
-rows -> each chunk encoded as the tf.Examples ExampleGen would write (data/csv_reader/example_batch.py, in C++),
-scored by one call of the SavedModel's ``serving_default`` and written as one element (CSV lines or an Arrow
+rows -> each chunk encoded as the tf.Examples ExampleGen writes (data/csv_reader/example_batch.py, a column at a
+time), scored by one call of the SavedModel's ``serving_default`` and written as one element (CSV lines or an Arrow
 table) -> a CSV or Parquet sink.
 
 Nothing here runs per row in Python but reading the CSV records and formatting the written cells. Profiled on
@@ -14,7 +14,6 @@ The model is loaded as TF Serving and the Evaluator see it (``tf.saved_model.loa
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
@@ -30,10 +29,8 @@ from apache_beam.utils.shared import Shared
 from torchtfx.components.shared.batching import rows_per_call
 from torchtfx.components.shared.served_interface import EXAMPLES_INPUT, SERVING_SIGNATURE
 from torchtfx.data.csv_reader.columns import ColumnPlan
-from torchtfx.data.csv_reader.decode import open_input
-from torchtfx.data.csv_reader.example_batch import ChangedInputError, serialized_examples
-from torchtfx.data.csv_reader.parts import CsvPart, part_records
-from torchtfx.data.csv_reader.sources import DataSourceError
+from torchtfx.data.csv_reader.decode import chunk_examples, part_chunks
+from torchtfx.data.csv_reader.parts import CsvPart
 from torchtfx.pipeline.predict.outputs import OutputPlan, ScoredRows
 from torchtfx.pipeline.predict.source import CheckedSource
 
@@ -96,16 +93,6 @@ class _Progress:
         )
 
 
-def chunk_examples(part: CsvPart, columns: ColumnPlan, chunk: list[tuple[int, list[str]]]) -> list[bytes]:
-    """The serialized tf.Examples of consecutive (line, record) pairs of ``part``; a record the checks before the
-    Beam work did not see this way (its file changed since) is named by file and lines."""
-    try:
-        return serialized_examples(columns, [record for _line, record in chunk])
-    except ChangedInputError as err:
-        lines = f"lines {chunk[0][0]}-{chunk[-1][0]}"
-        raise DataSourceError(f"{part.path}, {lines}: {err} (did the file change during the run?)") from None
-
-
 class ScorePart(beam.DoFn):
     """A part of a checked CSV file -> its scored rows, one element per ``rows`` records: CSV lines (one string)
     or an Arrow table; every record counted in the ROWS_SCORED metric."""
@@ -132,8 +119,7 @@ class ScorePart(beam.DoFn):
         schema_types, empty, missing_values = self._columns
         columns = ColumnPlan(list(part.header), schema_types, empty, missing_values)
         positions = [part.header.index(name) for name in self._plan.keys]
-        records = part_records(part, open_input(part.path))
-        while chunk := list(itertools.islice(records, self._rows)):
+        for chunk in part_chunks(part, self._rows):
             rows = ScoredRows(
                 part.path,
                 [line for line, _record in chunk],

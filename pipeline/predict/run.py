@@ -20,7 +20,7 @@ from torchtfx.components.champion.public import Champion
 from torchtfx.components.promoter.public import ServingTarget
 from torchtfx.data.config.dataset import DatasetConfig
 from torchtfx.data.csv_reader.columns import ColumnPlan
-from torchtfx.data.csv_reader.decode import open_input
+from torchtfx.data.csv_reader.decode import chunk_examples, open_input
 from torchtfx.data.csv_reader.parts import CsvPart, part_records
 from torchtfx.pipeline.predict import inference
 from torchtfx.pipeline.predict.errors import PredictError
@@ -90,7 +90,7 @@ def probe(source: CheckedSource, part: CsvPart, model: Champion) -> dict:
 
     plan = ColumnPlan(list(part.header), source.schema_types, source.empty, source.missing_values)
     with contextlib.closing(part_records(part, open_input(part.path))) as rows:  # closes the file after these
-        examples = inference.chunk_examples(part, plan, list(itertools.islice(rows, PROBE_ROWS)))
+        examples = chunk_examples(part, plan, list(itertools.islice(rows, PROBE_ROWS)))
     try:
         return inference.call_signature(inference.load_served(str(model.saved_model_dir)), examples)
     except (tf.errors.OpError, ValueError, TypeError) as err:

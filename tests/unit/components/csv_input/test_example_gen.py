@@ -44,6 +44,7 @@ def _run(
     beam_args=("--direct_running_mode=in_memory",),
     max_cell_chars=MAX_CELL_CHARS,
     sample=1.0,
+    partition_feature: str = "",
 ) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = str(tmp_path / name)
@@ -57,7 +58,11 @@ def _run(
             example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="single_split", pattern="*.csv")])
         ),
         standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
-            example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
+            example_gen_pb2.Output(
+                split_config=example_gen_pb2.SplitConfig(
+                    splits=splits, **({"partition_feature_name": partition_feature} if partition_feature else {})
+                )
+            )
         ),
         standard_component_specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(
             schema_custom_config(str(schema_file), missing_values, max_cell_chars, sample)
@@ -121,6 +126,15 @@ def test_output_is_tfx_csv_example_gens_on_the_clean_taxi_sample(tmp_path, taxi_
     schema = {f.name: f.type for f in helpers.read_schema(taxi_cfg.schema_path).feature}
     kinds = {"int64_list": 2, "float_list": 3, "bytes_list": 1}  # schema_pb2.INT, FLOAT, BYTES
     assert {k: kinds[v.WhichOneof("kind")] for k, v in example.features.feature.items()} == schema
+
+
+def test_a_split_by_a_features_value_is_tfx_csv_example_gens_too(tmp_path, taxi_cfg, taxi_csv):
+    ours = _run(tmp_path, taxi_csv.parent, taxi_cfg.schema_path, partition_feature="company")
+    tfx = _run(
+        tmp_path, taxi_csv.parent, taxi_cfg.schema_path, tfx_csv_executor.Executor, "tfx", partition_feature="company"
+    )
+
+    assert _splits(ours) == _splits(tfx)
 
 
 def test_two_beam_workers_read_one_file_in_parts_and_write_a_shard_each_of_the_same_examples(
