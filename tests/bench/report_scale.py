@@ -30,9 +30,10 @@ def _stage_table(ours: dict, ref: dict) -> list[str]:
             f"| {role} | {role_seconds(ours['stages'], our_ids):.1f} | {role_seconds(ref['stages'], ref_ids):.1f} |"
         )
     accuracy = [run.get("evaluator_metrics", {}).get("binary_accuracy") for run in (ours, ref)]
+    ref_wall = f"**{ref['wall_seconds']:.1f}**" + (f" (stopped in {ref['stopped_in']})" if _failed(ref) else "")
     return [
         *lines,
-        f"| **wall (whole command)** | **{ours['wall_seconds']:.1f}** | **{ref['wall_seconds']:.1f}** |",
+        f"| **wall (whole command)** | **{ours['wall_seconds']:.1f}** | {ref_wall} |",
         f"| peak PSS, process tree (GiB) | {ours['peak_pss_gib']:.2f} | {ref['peak_pss_gib']:.2f} |",
         f"| peak RSS, process tree (GiB) | {ours['peak_rss_gib']:.2f} | {ref['peak_rss_gib']:.2f} |",
         f"| AUC | {_num(ours.get('auc'))} | {_num(ref.get('auc'))} |",
@@ -41,12 +42,23 @@ def _stage_table(ours: dict, ref: dict) -> list[str]:
     ]
 
 
+def _failed(run: dict) -> bool:
+    return run.get("returncode", 0) != 0
+
+
 def _verdict(ok: bool, judged: bool) -> str:
     return met(ok) if judged else "for comparison"
 
 
 def _target_line(size: dict, t: dict) -> str:
     judged = size["rows"] == t["rows"]  # the targets are set at 1M rows; other sizes are shown for comparison
+    ref = size["reference"]
+    if _failed(ref):
+        return (
+            f"The reference did not finish: it stopped in {ref['stopped_in']} after {ref['wall_seconds']:.0f} s "
+            f"(exit code {ref['returncode']}; its peak PSS {ref['peak_pss_gib']:.2f} GiB, RSS "
+            f"{ref['peak_rss_gib']:.2f} GiB), so there is no ratio at this size; its finished stages are in the table."
+        )
     delta = size.get("auc_delta")
     auc_part = (
         "AUC n/a"
@@ -71,6 +83,8 @@ def _peak_processes(run: dict) -> str:
 def _size_lines(size: dict, t: dict) -> list[str]:
     ours, ref = size["ours"], size["reference"]
     same = "equal" if size.get("eval_examples_equal") else "**not equal**: the splits differ"
+    if _failed(ref):
+        same = "not compared (the reference did not finish)"
     return [
         f"### {size['rows']:,} rows",
         "",
@@ -80,8 +94,13 @@ def _size_lines(size: dict, t: dict) -> list[str]:
         *_stage_table(ours, ref),
         "",
         _target_line(size, t),
-        f"Eval example counts {same}. The reference's AUC: its model scored on its eval split in "
-        f"{ref.get('auc_seconds', 0.0):.1f} s, outside the measured runs.",
+        f"Eval example counts {same}."
+        + (
+            ""
+            if _failed(ref)
+            else f" The reference's AUC: its model scored on its eval split in "
+            f"{ref.get('auc_seconds', 0.0):.1f} s, outside the measured runs."
+        ),
         f"Processes at the peak (MiB of RSS): torchtfx {_peak_processes(ours)}; reference {_peak_processes(ref)}.",
         "",
     ]
@@ -103,7 +122,8 @@ def _large_lines(r: dict) -> list[str]:
         lines.append(
             f"Wall at {large:,} rows / at {small:,} rows: torchtfx {r['time_ratio']:.2f} (target ≤ "
             f"{t['time_ratio_5m_1m']} for {t['large_rows']:,} / {t['rows']:,}): "
-            f"{_verdict(r['time_ratio'] <= t['time_ratio_5m_1m'], judged)}; reference {r['reference_time_ratio']:.2f}."
+            f"{_verdict(r['time_ratio'] <= t['time_ratio_5m_1m'], judged)}; reference "
+            + ("n/a (it did not finish)." if r["reference_time_ratio"] is None else f"{r['reference_time_ratio']:.2f}.")
         )
     return lines
 
