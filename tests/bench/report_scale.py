@@ -75,7 +75,7 @@ def _target_line(size: dict, t: dict) -> str:
     )
 
 
-def _peak_processes(run: dict) -> str:
+def peak_processes(run: dict) -> str:
     by_process = sorted(run.get("peak_rss_mib_by_process", {}).items(), key=lambda kv: -kv[1])
     return ", ".join(f"{process_label(name)} {mib}" for name, mib in by_process if mib >= 64) or "n/a"
 
@@ -101,7 +101,7 @@ def _size_lines(size: dict, t: dict) -> list[str]:
             else f" The reference's AUC: its model scored on its eval split in "
             f"{ref.get('auc_seconds', 0.0):.1f} s, outside the measured runs."
         ),
-        f"Processes at the peak (MiB of RSS): torchtfx {_peak_processes(ours)}; reference {_peak_processes(ref)}.",
+        f"Processes at the peak (MiB of RSS): torchtfx {peak_processes(ours)}; reference {peak_processes(ref)}.",
         "",
     ]
 

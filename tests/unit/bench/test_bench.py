@@ -109,6 +109,28 @@ def test_report_flags_a_missed_target(tmp_path):
     assert "AUC 0.9300 (target ≥ 0.935): **not met**" in text
 
 
+def test_taxi_ratios_are_medians_of_interleaved_rounds_with_each_round_beside_them(tmp_path):
+    from tests.bench.pipelines import PipelineRun, round_ratios
+
+    def pair(ref_wall: float, our_wall: float, our_pss: float) -> tuple[PipelineRun, PipelineRun]:
+        ref = PipelineRun("reference", tmp_path, ref_wall, 1.5, {}, peak_pss_gib=1.0)
+        return ref, PipelineRun("torchtfx", tmp_path, our_wall, 2.0, {}, peak_pss_gib=our_pss)
+
+    ratios = round_ratios([pair(100.0, 47.0, 1.5), pair(100.0, 65.0, 1.4), pair(120.0, 60.0, 1.6)])
+    assert ratios["wall_ratio"] == pytest.approx(0.5) and ratios["pss_ratio"] == pytest.approx(1.5)
+    assert [r["wall_ratio"] for r in ratios["rounds"]] == pytest.approx([0.47, 0.65, 0.5])
+    result = {**_reference_result(60.0, 0.94), **ratios, "target_wall_ratio": 0.45, "target_pss_ratio": 1.0}
+    result["ours"]["peak_rss_mib_by_process"] = {"7 /w/.venv/bin/torchtfx run --dataset taxi": 1700}
+    (tmp_path / "reference.json").write_text(json.dumps(result))
+    text = write_report(tmp_path).read_text()
+    assert "Wall ratio 0.50 (median of 3 interleaved rounds, min 0.47, max 0.65) (target ≤ 0.45): **not met**." in text
+    assert (
+        "Peak PSS ratio 1.50 (median of 3 interleaved rounds, min 1.40, max 1.60) (target ≤ 1.0): **not met**." in text
+    )
+    assert "100.0 / 47.0 s, 1.00 / 1.50 GiB; 100.0 / 65.0 s, 1.00 / 1.40 GiB; 120.0 / 60.0 s, 1.00 / 1.60 GiB." in text
+    assert "At the peak (MiB of RSS, the last round): torchtfx pipeline process 1700; reference n/a." in text
+
+
 def test_report_judges_each_ddp_variant_against_one_worker(tmp_path):
     runs = [
         {
