@@ -3,10 +3,12 @@ every value readable as its schema type: data/csv_reader/check.py), so bad input
 file, line and column instead of a Beam stack trace; then decoded with the schema's types
 (data/csv_reader/decode.py) rather than TFX's type inference.
 
-It also writes the splits without TFX's ``Reshuffle`` before the write: on the DirectRunner a shuffle holds
+It writes the splits without TFX's ``Reshuffle`` before the write: on the DirectRunner a shuffle holds
 every serialized example in the pipeline process (2.5 GiB there at 1M rows, and not given back to the OS
 for the rest of the run). Nothing downstream depends on the order on disk: the Trainer shuffles every
-epoch, and Transform, StatisticsGen and the Evaluator aggregate.
+epoch, and Transform, StatisticsGen and the Evaluator aggregate. For TFX's hash split (the pipeline's), each
+part of the input goes straight into one file per split (split_writer.py); a split by a feature's value
+keeps TFX's Beam steps.
 """
 
 from __future__ import annotations

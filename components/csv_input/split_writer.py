@@ -17,7 +17,7 @@ to the same name a retried part would write: a failed part leaves no file that a
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,8 +32,6 @@ from torchtfx.data.csv_reader.columns import ColumnPlan
 from torchtfx.data.csv_reader.decode import chunk_examples, part_chunks
 from torchtfx.data.csv_reader.parts import CsvPart
 from torchtfx.data.csv_reader.sample import in_sample
-
-logger = logging.getLogger(__name__)
 
 CHUNK_ROWS = 8192  # records encoded per call: the batch encoder's cost per row is flat from here (measured)
 METRICS_NAMESPACE = "torchtfx.example_gen"
@@ -82,16 +80,15 @@ class WritePart(beam.DoFn):
         temporaries = [_temporary_path(uri, index) for uri in self._targets.uris]
         counts = [0] * len(finals)
         try:
-            writers = [tf.io.TFRecordWriter(path, options="GZIP") for path in temporaries]
-            for chunk in part_chunks(part, CHUNK_ROWS):
-                for example in chunk_examples(part, plan, chunk):
-                    if columns.sample < 1.0 and not in_sample(example, columns.sample):
-                        continue
-                    split = self._targets.split_of(example)
-                    writers[split].write(example)
-                    counts[split] += 1
-            for writer in writers:
-                writer.close()
+            with contextlib.ExitStack() as files:  # each writer closed, also when a chunk fails
+                writers = [files.enter_context(tf.io.TFRecordWriter(path, options="GZIP")) for path in temporaries]
+                for chunk in part_chunks(part, CHUNK_ROWS):
+                    for example in chunk_examples(part, plan, chunk):
+                        if columns.sample < 1.0 and not in_sample(example, columns.sample):
+                            continue
+                        split = self._targets.split_of(example)
+                        writers[split].write(example)
+                        counts[split] += 1
             for temporary, final in zip(temporaries, finals, strict=True):
                 tf.io.gfile.rename(temporary, final, overwrite=True)
         finally:
