@@ -43,6 +43,7 @@ STAGES = (
     ("TorchTrainer", "components/torch_trainer/executor.py"),
     ("StatisticsGen", "tfx/components/statistics_gen"),
     ("CsvExampleGen", "example_gen"),
+    ("CsvExampleGen", "components/csv_input/"),  # its split writer runs no TFX ExampleGen frame (split_writer.py)
     ("ChampionModel", "components/champion"),
     ("Promoter", "components/promoter"),
     ("DataGate", "components/data_gate"),
@@ -60,7 +61,8 @@ def _records(raw: str):
         if match and not buffer.count('"') % 2:
             stack, count = match["stack"], int(match["count"])
             commands = [m["cmd"] for m in _PROCESS.finditer(stack)]
-            frames = [f for f in stack.split(";") if not f.startswith("process ")]
+            # Process markers only: a DoFn's frame is "process (path:line)" and stays.
+            frames = [f for f in stack.split(";") if not _PROCESS.match(f)]
             yield commands, frames, count
             buffer = ""
 

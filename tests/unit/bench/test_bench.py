@@ -53,6 +53,20 @@ def test_failed_command_is_reported_not_raised(tmp_path):
     assert "boom" in (tmp_path / "log.txt").read_text()
 
 
+def test_profile_puts_examplegens_split_writer_under_examplegen():
+    from tests.bench.profile import categorize
+
+    pipeline = 'process 7:"torchtfx run --dataset taxi"'
+    raw = "\n".join(
+        [
+            f"{pipeline};process (components/csv_input/split_writer.py:90);write (tensorflow/lib/io/tf_record.py:1) 50",
+            f"{pipeline};Do (components/torch_trainer/executor.py:80);step (torch/optim/adam.py:544) 25",
+        ]
+    )
+    stages = categorize(raw)["cpu_seconds_by_stage"]
+    assert stages["CsvExampleGen"]["total"] == 1.0 and stages["TorchTrainer"]["total"] == 0.5
+
+
 def test_a_profiled_run_that_stopped_early_is_an_error_not_a_profile(tmp_path):
     """py-spy exits 0 whatever its child does: the profile checks the run's own end-of-run report instead."""
     from tests.bench.profile import require_finished_run
