@@ -36,6 +36,7 @@ def _example_gen(data_root: str, dataset: DatasetConfig):
         missing_values=dataset.missing_values,
         max_cell_chars=dataset.max_cell_chars,
         sample=dataset.sample,
+        spans=dataset.spans,
     )
 
 

@@ -10,3 +10,9 @@ MISSING_VALUES_KEY = "missing_values"
 MAX_CELL_CHARS_KEY = "max_cell_chars"
 # ... and the fraction of rows kept (the dataset config's sample); absent: every row.
 SAMPLE_KEY = "sample"
+# ... and, for a data root of spans (the dataset config's spans:), the spans pattern as written (the driver fills
+# the input split's pattern with the newest span) and the window: how many of the newest spans are read.
+SPAN_PATTERN_KEY = "span_pattern"
+SPAN_WINDOW_KEY = "span_window"
+# On the Examples artifact: the spans read, oldest first ("20425,20426"); the artifact's own span is the newest.
+WINDOW_SPANS_PROPERTY = "window_spans"

@@ -33,6 +33,9 @@ from torchtfx.components.csv_input.constants import (
     MISSING_VALUES_KEY,
     SAMPLE_KEY,
     SCHEMA_FILE_KEY,
+    SPAN_PATTERN_KEY,
+    SPAN_WINDOW_KEY,
+    WINDOW_SPANS_PROPERTY,
 )
 from torchtfx.components.csv_input.split_writer import PartColumns, SplitTargets, write_parts
 from torchtfx.data.config.dataset import MAX_CELL_CHARS
@@ -44,6 +47,7 @@ from torchtfx.data.csv_reader.decode import CsvPartToExamples, open_input
 from torchtfx.data.csv_reader.files import split_files
 from torchtfx.data.csv_reader.parts import CsvPart
 from torchtfx.data.csv_reader.sample import in_sample
+from torchtfx.data.spans.layout import SpanInput, window
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +90,17 @@ def sample(exec_properties: dict[str, Any]) -> float:
     return float(values[SAMPLE_KEY]) if SAMPLE_KEY in values else 1.0
 
 
+def older_spans(exec_properties: dict[str, Any]) -> list[SpanInput]:
+    """The window's spans before the newest one, oldest first (none for a data root without spans). The newest is
+    the input split TFX's driver resolved, whose number it put into the ``span`` property."""
+    values = _custom_config(exec_properties)
+    if SPAN_PATTERN_KEY not in values:
+        return []
+    newest = int(exec_properties[utils.SPAN_PROPERTY_NAME])
+    input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+    return window(input_base, values[SPAN_PATTERN_KEY], int(values[SPAN_WINDOW_KEY]), newest)[:-1]
+
+
 def _output_config(exec_properties: dict[str, Any]) -> example_gen_pb2.Output:
     return proto_utils.json_to_proto(
         exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], example_gen_pb2.Output()
@@ -123,7 +138,11 @@ _TFRECORD_GZIP = (None, example_gen_pb2.FILE_FORMAT_UNSPECIFIED, example_gen_pb2
 _TFRECORD_GZIP_NAME = write_split.to_file_format_str(example_gen_pb2.FORMAT_TFRECORDS_GZIP)
 
 
+TRAIN_SPLIT = "train"
+
+
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):
+    _older: list[SpanInput] = []  # the window's spans before the newest one (older_spans)
     _empty: dict[str, frozenset[str]] = {}  # input split pattern -> its columns without a value (the checks)
     _parts: dict[str, list[CsvPart]] = {}  # input split pattern -> its files' parts (the checks)
 
@@ -146,9 +165,13 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         file_format = exec_properties.get(standard_component_specs.OUTPUT_FILE_FORMAT_KEY)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         if file_format not in _TFRECORD_GZIP or payload_format == example_gen_pb2.PayloadFormat.FORMAT_PARQUET:
+            if self._older:
+                raise ValueError("a window of spans is written as gzipped TFRecords of tf.Examples (TFX's default)")
             super().Do(input_dict, output_dict, exec_properties)  # formats other than TFX's default: TFX's path
             return
         if _output_config(exec_properties).split_config.HasField("partition_feature_name"):
+            if self._older:
+                raise ValueError("a window of spans is split by hash buckets; drop partition_feature_name")
             self._write_unshuffled(output_dict, exec_properties)  # TFX's split by a feature's value reads protos
         else:
             self._write_parts(output_dict, exec_properties)
@@ -162,26 +185,37 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         input_config = proto_utils.json_to_proto(
             exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
         )
-        schema = schema_file(exec_properties)
-        schema_types = load_schema_types(schema)
-        markers = missing_values(exec_properties)
-        limit = max_cell_chars(exec_properties)
         self._empty, self._parts = {}, {}
-        for split in input_config.splits:
-            paths = split_files(input_base, split.pattern)
-            checked = check_inputs(paths, schema_types, schema, open_input, markers, limit)
-            self._empty[split.pattern] = frozenset(checked.empty)
-            # Placeholders in the Beam args are resolved to text before an executor runs.
-            beam_args = cast(list[str], self._beam_pipeline_args)
-            self._parts[split.pattern] = input_parts(checked.cut_points, beam_args)
+        self._older = older_spans(exec_properties)
+        for pattern in [split.pattern for split in input_config.splits] + [span.pattern for span in self._older]:
+            self._check_files(exec_properties, input_base, pattern)
+        if self._older:
             logger.info(
-                "Checked the CSV files %s under %s against %s: %s rows, every line well-formed and every value of "
-                "its schema type",
-                split.pattern,
-                input_base,
-                schema,
-                checked.rows,
+                "Reading a window of %s spans: %s, then the newest (%s)",
+                len(self._older) + 1,
+                ", ".join(span.label for span in self._older),
+                exec_properties[utils.SPAN_PROPERTY_NAME],
             )
+
+    def _check_files(self, exec_properties: dict[str, Any], input_base: str, pattern: str) -> None:
+        schema = schema_file(exec_properties)
+        paths = split_files(input_base, pattern)
+        limit = max_cell_chars(exec_properties)
+        checked = check_inputs(
+            paths, load_schema_types(schema), schema, open_input, missing_values(exec_properties), limit
+        )
+        self._empty[pattern] = frozenset(checked.empty)
+        # Placeholders in the Beam args are resolved to text before an executor runs.
+        beam_args = cast(list[str], self._beam_pipeline_args)
+        self._parts[pattern] = input_parts(checked.cut_points, beam_args)
+        logger.info(
+            "Checked the CSV files %s under %s against %s: %s rows, every line well-formed and every value of "
+            "its schema type",
+            pattern,
+            input_base,
+            schema,
+            checked.rows,
+        )
 
     def _write_parts(self, output_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
         """Each part of each input split straight into its output split files (split_writer.py)."""
@@ -196,13 +230,13 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         for uri in uris:
             fileio.makedirs(uri)
         columns = {
-            split.pattern: PartColumns(
+            pattern: PartColumns(
                 load_schema_types(schema_file(exec_properties)),
-                self._empty.get(split.pattern, frozenset()),
+                self._empty.get(pattern, frozenset()),
                 missing_values(exec_properties),
                 sample(exec_properties),
             )
-            for split in input_config.splits
+            for pattern in self._parts
         }
         with self._make_beam_pipeline() as pipeline:
             if output_config.split_config.splits:  # one input split, hashed into the output splits (TFX's check)
@@ -220,7 +254,29 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
                     write_parts(
                         pipeline, split.name, self._parts[split.pattern], columns[split.pattern], SplitTargets((uri,))
                     )
+            self._write_older_spans(pipeline, split_names, uris, columns)
+        if self._older:
+            spans = [span.number for span in self._older] + [int(exec_properties[utils.SPAN_PROPERTY_NAME])]
+            artifact_utils.get_single_instance(examples).set_string_custom_property(
+                WINDOW_SPANS_PROPERTY, ",".join(map(str, spans))
+            )
         logger.info("Examples generated under %s", artifact_utils.get_single_uri(examples))
+
+    def _write_older_spans(
+        self, pipeline: beam.Pipeline, split_names: list[str], uris: list[str], columns: dict[str, PartColumns]
+    ) -> None:
+        """Every row of the window's older spans into the train split: the newest span's eval split alone judges
+        the candidate and the champion, on the data the model will serve next."""
+        if not self._older:
+            return
+        if TRAIN_SPLIT not in split_names:
+            raise ValueError(
+                f"a window of spans trains on the split named {TRAIN_SPLIT!r}; the splits are {split_names}"
+            )
+        train_uri = uris[split_names.index(TRAIN_SPLIT)]
+        for span in self._older:
+            targets = SplitTargets((train_uri,), tag=f"-span{span.number}")
+            write_parts(pipeline, f"span{span.number}", self._parts[span.pattern], columns[span.pattern], targets)
 
     def _write_unshuffled(self, output_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any]) -> None:
         """TFX's ``BaseExampleGenExecutor.Do`` for gzipped TFRecords, less the ``Reshuffle``."""

@@ -23,6 +23,7 @@ from torchtfx.data.config.missing import (
 )
 from torchtfx.data.config.model import ModelConfig
 from torchtfx.data.config.serving_precision import ServingConfig
+from torchtfx.data.config.spans import SpanConfig
 from torchtfx.data.config.strict import (
     ConfigError,
     FiniteFloat,
@@ -198,6 +199,8 @@ class DatasetConfig(_DatasetSection):
     serving: ServingConfig = pydantic.Field(ServingConfig(), exclude=True)
     # The YAML's trainer hyperparameters (DATASET_TRAINER_KEYS), defaults for the Trainer's; left out likewise.
     trainer: dict[str, Any] = pydantic.Field({}, exclude=True)
+    # How the data root holds spans (data/config/spans.py); None: its *.csv files are one input. ExampleGen's alone.
+    spans: SpanConfig | None = pydantic.Field(None, exclude=True)
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
@@ -379,6 +382,7 @@ class DatasetFile(_DatasetSection):
     model: ModelConfig = ModelConfig()  # factory + hparams; --model / --model-hparam override it
     serving: ServingConfig = ServingConfig()  # precision + drift limits; --serving-precision overrides it
     trainer: dict[str, Any] = {}  # learning_rate, warmup_ratio, ... (DATASET_TRAINER_KEYS); --learning-rate, ...
+    spans: SpanConfig | None = None  # pattern + window: the data root holds a folder per span (data/spans/)
 
     _split = pydantic.field_validator("split")(staticmethod(_train_and_eval))
 
@@ -428,6 +432,7 @@ class DatasetFile(_DatasetSection):
             model=self.model,
             serving=self.serving,
             trainer=self.trainer,
+            spans=self.spans,
         )
 
 

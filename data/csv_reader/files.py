@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 
 import tensorflow as tf
@@ -24,8 +25,9 @@ def _glob(pattern: str) -> list[str]:
 
 def split_files(input_base: str, pattern: str) -> list[str]:
     """The files of one input split, as both the checks and the Beam step read them."""
-    if "://" not in input_base:
-        csv_files(Path(input_base))  # the usual mistakes (no such folder, no CSV), by name
+    folder = posixpath.dirname(pattern)  # a span's folder ('2026-12-01/*.csv'), or '' for the input folder
+    if "://" not in input_base and not any(c in folder for c in "*?["):
+        csv_files(Path(input_base) / folder)  # the usual mistakes (no such folder, no CSV), by name
     paths = sorted(_glob(os.path.join(input_base, pattern)))
     if not paths:
         raise DataSourceError(f"no input file under {input_base} matches {pattern}")

@@ -130,10 +130,22 @@ class LocalSettings(StrictConfig):
             confirm_labels=resolved["confirm_labels"],
         )
 
+    def input_files(self) -> list[Path]:
+        """The CSV files this run reads: the data root's, or for a dataset of spans those of the window (each span at
+        its newest version); a clear error when there are none."""
+        spans = self.dataset.spans
+        if spans is None:
+            return csv_files(self.input_dir)
+        from torchtfx.data.csv_reader.files import split_files  # imports TFX and TF: only for a run
+        from torchtfx.data.spans.layout import window
+
+        root = str(self.input_dir)
+        return [Path(p) for span in window(root, spans.pattern, spans.window) for p in split_files(root, span.pattern)]
+
     def beam_args(self) -> list[str]:
         """The DirectRunner's mode (``auto``: one process for small inputs, worker processes for large ones) and
         workers (pipeline/settings/beam_args.py:direct_runner_args), and how remote workers get the project."""
-        size = sum(p.stat().st_size for p in csv_files(self.input_dir)) if self.beam_mode == BEAM_MODE_AUTO else 0
+        size = sum(p.stat().st_size for p in self.input_files()) if self.beam_mode == BEAM_MODE_AUTO else 0
         direct = direct_runner_args(self.beam_mode, self.beam_workers, size)
         return with_dependency(direct, worker_dependency_flag(self.root / WORKER_PACKAGE_DIR))
 
@@ -209,7 +221,7 @@ def _require_no_pending_promotion(settings: LocalSettings) -> None:
 def run_local(settings: LocalSettings) -> tuple[RunSummary, float]:
     """Run the whole pipeline, holding the pipeline root's run lock; returns this run's summary and its wall time
     in seconds. Another run on the root raises RootBusyError at once."""
-    csv_files(settings.input_dir)  # fail fast, by name, on a missing or empty input directory (before TF loads)
+    settings.input_files()  # fail fast, by name, on a missing or empty input (before TF loads, unless spans)
     with run_lock(settings.root):  # the MLflow sqlite store is created and migrated under it
         return _run_locked(settings)
 

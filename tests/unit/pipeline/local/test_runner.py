@@ -66,3 +66,21 @@ def test_a_run_on_a_root_whose_last_promotion_is_staged_is_refused_at_its_start(
     assert "rerun with `--confirm-labels immediate`" in out and "Traceback" not in out
     assert not (root / "metadata.sqlite").exists()  # no stage ran
     assert seconds < 90, f"refused after {seconds:.0f} s"
+
+
+def test_a_dataset_of_spans_on_a_root_without_a_matching_span_stops_before_any_stage(tmp_path, taxi_csv, taxi_cfg):
+    text = (taxi_cfg.schema_path.parents[2] / "data" / "datasets" / "taxi.yaml").read_text()
+    text = text.replace("schema: schema/taxi/schema.pbtxt", f"schema: {taxi_cfg.schema_path}")
+    dataset = tmp_path / "taxi_days.yaml"
+    dataset.write_text(text + '\nspans: {pattern: "{YYYY}-{MM}-{DD}/*.csv"}\n')
+    data = _sample(taxi_csv, tmp_path / "data")  # the CSV at the root, not in a folder a day
+    root = tmp_path / "root"
+    command = [str(Path(sys.executable).parent / "torchtfx"), "run", "--dataset", str(dataset)]
+    command += ["--pipeline-root", str(root), "--data-dir", str(data)]
+
+    done = subprocess.run(command, capture_output=True, text=True, timeout=150)
+
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert f"no file under {data} matches the spans pattern '{{YYYY}}-{{MM}}-{{DD}}/*.csv'" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (root / "tfx").exists() and not (root / "metadata.sqlite").exists()
