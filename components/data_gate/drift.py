@@ -9,7 +9,7 @@ from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 
 STATS_FILE = "FeatureStats.pb"
 DRIFT_SPLIT = "train"  # the split a model learns from
-_DRIFT_TYPES = (
+DRIFT_TYPES = (  # the comparators' anomalies: drift (and, against training data from serving, skew)
     anomalies_pb2.AnomalyInfo.COMPARATOR_L_INFTY_HIGH,
     anomalies_pb2.AnomalyInfo.COMPARATOR_JENSEN_SHANNON_DIVERGENCE_HIGH,
 )
@@ -30,7 +30,7 @@ def drift_lines(current_uri: str, baseline_uri: str, schema: schema_pb2.Schema) 
     )
     lines = []
     for feature, info in sorted(found.anomaly_info.items()):
-        reasons = [r.description for r in info.reason if r.type in _DRIFT_TYPES]
+        reasons = [r.description for r in info.reason if r.type in DRIFT_TYPES]
         if reasons:
             lines.append(
                 f"split '{DRIFT_SPLIT}', column '{feature}': drift from the champion's training data: "

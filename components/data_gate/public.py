@@ -11,16 +11,21 @@ from torchtfx.components.shared.public_names import lazy_names
 
 if TYPE_CHECKING:  # the names' types, for mypy
     from torchtfx.components.data_gate.component import DataGate
+    from torchtfx.components.data_gate.drift import DRIFT_TYPES, load_split_statistics
     from torchtfx.components.data_gate.label_classes import LabelClasses
 
 __all__ = [
+    "DRIFT_TYPES",
     "DataGate",
     "LabelClasses",
+    "load_split_statistics",
 ]
 __getattr__ = lazy_names(
     __name__,
     {
         "DataGate": "torchtfx.components.data_gate.component",
         "LabelClasses": "torchtfx.components.data_gate.label_classes",
+        "DRIFT_TYPES": "torchtfx.components.data_gate.drift",
+        "load_split_statistics": "torchtfx.components.data_gate.drift",
     },
 )

@@ -9,6 +9,7 @@ Each span is read at its newest version. The parsing, globbing and fingerprintin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from tfx.components.example_gen import utils
@@ -61,8 +62,9 @@ def span_numbers(root: str, pattern: str) -> list[int]:
     glob, regex = utils._create_matching_glob_and_regex(  # TFX driver's own matching, kept exact
         root, _split(pattern), is_span, is_date, is_version, None
     )
-    numbers = set()
-    for path in fileio.glob(glob):
+    numbers: set[int] = set()
+    for found in fileio.glob(glob):
+        path = os.fsdecode(found)
         try:
             _, number, _, _ = utils._find_matched_span_version_from_path(path, regex, is_span, is_date, is_version)
         except ValueError as err:
@@ -70,7 +72,8 @@ def span_numbers(root: str, pattern: str) -> list[int]:
                 f"{path} matches the spans pattern {pattern!r} but names no span ({err}); move it out of {root} "
                 "or rename it to the pattern"
             ) from None
-        numbers.add(number)
+        if number is not None:  # a span or date pattern (checked) always yields one
+            numbers.add(number)
     return sorted(numbers)
 
 

@@ -38,6 +38,9 @@ LIBRARY_FAILURES = (("torchtfx.components.converter.translator", "ConversionErro
 REJECTED_EXIT_CODE = 3
 # Exit code of `torchtfx run` refused at its start because another run holds the pipeline root.
 BUSY_EXIT_CODE = 4
+# Exit code of `torchtfx monitor` when a served feature moved from the training data or the previous window (or
+# broke the schema): a scheduler starts a run on it.
+MOVED_EXIT_CODE = 5
 UNEXPECTED_HINT = (
     "This is not an input problem torchtfx knows how to name, so it may be a bug: rerun with -v "
     "(`torchtfx -v ...`) to see the traceback, and include it when you report the problem."

@@ -151,6 +151,7 @@ def draft_schema_cmd(data_dir: Path, out: Path, missing_values: tuple[str, ...],
 def _register_subcommands() -> None:
     from torchtfx.pipeline.cli.convert import convert_cmd
     from torchtfx.pipeline.cli.kubeflow import compile_cmd, submit_cmd
+    from torchtfx.pipeline.cli.monitor import monitor_cmd
     from torchtfx.pipeline.cli.predict import predict_cmd
     from torchtfx.pipeline.cli.promotion import promote, report
     from torchtfx.pipeline.cli.settings import config_group
@@ -161,6 +162,7 @@ def _register_subcommands() -> None:
     cli.add_command(submit_cmd)
     cli.add_command(convert_cmd)
     cli.add_command(predict_cmd)
+    cli.add_command(monitor_cmd)
     cli.add_command(config_group)
 
 

@@ -1,9 +1,13 @@
 """End-to-end, through the CLI: data that arrives a folder a day. Each run trains on the window of the newest
 days and evaluates on the newest day's eval split alone; a rerun on the same days changes nothing; a new day
-is new input. Small days: CI has 2 cores."""
+is new input; `torchtfx monitor` passes requests like the training data and names a served feature that moved.
+Small days: CI has 2 cores."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +94,36 @@ def test_a_daily_loop_trains_on_the_window_evaluates_the_newest_day_and_a_rerun_
     assert newest.custom_properties["window_spans"].string_value == f"{SPANS[DAYS[1]]},{SPANS[DAYS[2]]}"
     train, eval_ = _keys(newest.uri + "/Split-train"), _keys(newest.uri + "/Split-eval")
     assert set(eval_) <= keys[DAYS[2]] and not set(train) & keys[DAYS[0]]  # the first day left the window
+
+    _monitor_flags_a_new_payment_type(tmp_path, dataset, days[DAYS[2]], helpers.read_schema(taxi_cfg.schema_path))
+
+
+def _monitor(tmp_path: Path, dataset: Path, logs: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torchtfx.pipeline.cli.main", "monitor", "--logs", str(logs)]
+    command += ["--dataset", str(dataset), "--pipeline-root", str(tmp_path / "pipeline")]
+    command += ["--serving-dir", str(tmp_path / "serving")]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def _monitor_flags_a_new_payment_type(tmp_path: Path, dataset: Path, rows: list[dict[str, str]], schema) -> None:
+    """Requests like the newest day pass; the same requests, a third of them paid in a currency the schema does not
+    know, are named against the schema, the champion's training data and the previous window."""
+    scored = helpers.write_sample(rows, tmp_path / "scored", list(rows[0]))  # CSV, as `torchtfx predict` reads
+    same = _monitor(tmp_path, dataset, scored)
+    assert same.returncode == 0, same.stdout + same.stderr[-3000:]
+    assert f"{ROWS} requests compared" in same.stdout and "Nothing moved" in same.stdout
+
+    logs = tmp_path / "sidecar"  # serialized tf.Examples, as the serving sidecar writes them
+    logs.mkdir()
+    with tf.io.TFRecordWriter(str(logs / "requests-0.tfrecord.gz"), options="GZIP") as writer:
+        for i, row in enumerate(rows):
+            shifted = {**row, "payment_type": "Crypto" if i % 3 == 0 else row["payment_type"]}
+            writer.write(helpers.row_to_example(shifted, schema).SerializeToString())
+    moved = _monitor(tmp_path, dataset, logs)
+    assert moved.returncode == 5, moved.stdout + moved.stderr[-3000:]
+    assert "Moved: payment_type" in moved.stdout and "Crypto" in moved.stdout
+    (report,) = [
+        p for p in (tmp_path / "pipeline" / "monitor" / "taxi_days").glob("*/report.json") if "Crypto" in p.read_text()
+    ]
+    against = {f["against"] for f in json.loads(report.read_text())["findings"] if f["feature"] == "payment_type"}
+    assert against == {"the schema", "the champion's training data", "the previous monitoring window"}
