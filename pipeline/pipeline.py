@@ -23,7 +23,7 @@ from torchtfx.pipeline.settings.bound import PipelineSettings
 from torchtfx.pipeline.transform import PREPROCESSING_FN
 
 
-def _example_gen(data_root: str, dataset: DatasetConfig):
+def _example_gen(data_root: str, dataset: DatasetConfig, span_store: str = ""):
     splits = [example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=n) for name, n in dataset.split.items()]
     output_config = example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
     # TFX's CsvExampleGen, whose executor first checks every CSV line against the curated schema (a clear error,
@@ -37,6 +37,7 @@ def _example_gen(data_root: str, dataset: DatasetConfig):
         max_cell_chars=dataset.max_cell_chars,
         sample=dataset.sample,
         spans=dataset.spans,
+        span_store=span_store,
     )
 
 
@@ -55,7 +56,7 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None,
     the registry, the experiment and the serving folder keep the settings' names.
     """
     dataset = settings.dataset
-    example_gen = _example_gen(settings.data_root, dataset)
+    example_gen = _example_gen(settings.data_root, dataset, settings.span_store)
     statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(contracts.STATISTICS_GEN_ID)
     schema_gen = ImportSchemaGen(schema_file=str(dataset.schema_path)).with_id(contracts.SCHEMA_GEN_ID)
     example_validator = ExampleValidator(

@@ -14,6 +14,7 @@ from torchtfx.components.csv_input.constants import (
     SAMPLE_KEY,
     SCHEMA_FILE_KEY,
     SPAN_PATTERN_KEY,
+    SPAN_STORE_KEY,
     SPAN_WINDOW_KEY,
 )
 from torchtfx.components.csv_input.driver import SpanWindowDriver
@@ -30,11 +31,12 @@ def schema_custom_config(
     max_cell_chars: int = MAX_CELL_CHARS,
     sample: float = 1.0,
     spans: SpanConfig | None = None,
+    span_store: str = "",
 ) -> example_gen_pb2.CustomConfig:
     """The component's custom_config: the curated schema whose types decode the CSV (the DataGate's schema too),
     the text read as a missing value in its numeric columns, the most characters one cell may hold, and the
     fraction of rows kept (absent when 1: the properties of a dataset that keeps every row stay as they were), and
-    the spans pattern and window of a data root of spans."""
+    the spans pattern and window of a data root of spans, and where its spans' examples are kept for later runs."""
     values = struct_pb2.Struct()
     values.update({SCHEMA_FILE_KEY: schema_file, MISSING_VALUES_KEY: list(missing_values)})
     if max_cell_chars != MAX_CELL_CHARS:
@@ -43,6 +45,8 @@ def schema_custom_config(
         values.update({SAMPLE_KEY: sample})
     if spans is not None:
         values.update({SPAN_PATTERN_KEY: spans.pattern, SPAN_WINDOW_KEY: spans.window})
+        if span_store:
+            values.update({SPAN_STORE_KEY: span_store})
     config = example_gen_pb2.CustomConfig()
     config.custom_config.Pack(values)
     return config
@@ -56,20 +60,22 @@ def checked_csv_example_gen(
     max_cell_chars: int = MAX_CELL_CHARS,
     sample: float = 1.0,
     spans: SpanConfig | None = None,
+    span_store: str = "",
 ) -> FileBasedExampleGen:
     """ExampleGen over the ``*.csv`` files of ``input_base`` (the files data/csv_reader/sources.py:csv_files
     checks), each column decoded with ``schema_file``'s type; ``missing_values`` in a numeric column are missing
     values; a cell may hold up to ``max_cell_chars`` characters; ``sample``: the fraction of rows kept.
 
     With ``spans``, the input is the files of the newest span (TFX's driver resolves it, and the Examples carry its
-    ``span`` and ``version``) and the executor reads the older spans of the window beside it."""
+    ``span`` and ``version``) and the executor reads the older spans of the window beside it; with ``span_store``,
+    each span is read once and kept there for the runs after (span_store.py)."""
     pattern = spans.pattern if spans is not None else INPUT_PATTERN
     split = example_gen_pb2.Input.Split(name="single_split", pattern=pattern)
     component = FileBasedExampleGen(
         input_base=input_base,
         input_config=example_gen_pb2.Input(splits=[split]),
         output_config=output_config,
-        custom_config=schema_custom_config(schema_file, missing_values, max_cell_chars, sample, spans),
+        custom_config=schema_custom_config(schema_file, missing_values, max_cell_chars, sample, spans, span_store),
         custom_executor_spec=executor_spec.BeamExecutorSpec(executor.Executor),
     )
     if spans is not None:

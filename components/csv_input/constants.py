@@ -14,5 +14,7 @@ SAMPLE_KEY = "sample"
 # the input split's pattern with the newest span) and the window: how many of the newest spans are read.
 SPAN_PATTERN_KEY = "span_pattern"
 SPAN_WINDOW_KEY = "span_window"
+# ... and where each span's examples are kept for later runs (span_store.py); absent: each run reads every span.
+SPAN_STORE_KEY = "span_store"
 # On the Examples artifact: the spans read, oldest first ("20425,20426"); the artifact's own span is the newest.
 WINDOW_SPANS_PROPERTY = "window_spans"

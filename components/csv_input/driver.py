@@ -12,7 +12,7 @@ from typing import Any
 
 from tfx.components.example_gen import driver, utils
 
-from torchtfx.components.csv_input.executor import older_spans
+from torchtfx.components.csv_input.properties import older_spans
 
 
 class SpanWindowDriver(driver.FileBasedDriver):

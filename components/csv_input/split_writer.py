@@ -44,8 +44,6 @@ class SplitTargets:
 
     uris: tuple[str, ...]
     buckets: tuple[int, ...] = ()
-    # In the file names, for inputs that share an output split folder (the spans of a window: "-span20425").
-    tag: str = ""
 
     def split_of(self, example: bytes) -> int:
         if not self.buckets:
@@ -78,9 +76,8 @@ class WritePart(beam.DoFn):
         index, part = indexed
         columns = self._columns
         plan = ColumnPlan(list(part.header), columns.schema_types, columns.empty, columns.missing_values)
-        tag = self._targets.tag
-        finals = [shard_path(uri, index, self._parts, tag) for uri in self._targets.uris]
-        temporaries = [_temporary_path(uri, index, tag) for uri in self._targets.uris]
+        finals = [shard_path(uri, index, self._parts) for uri in self._targets.uris]
+        temporaries = [_temporary_path(uri, index) for uri in self._targets.uris]
         counts = [0] * len(finals)
         try:
             with contextlib.ExitStack() as files:  # each writer closed, also when a chunk fails
@@ -102,15 +99,15 @@ class WritePart(beam.DoFn):
         yield from zip(self._targets.uris, counts, strict=True)
 
 
-def shard_path(split_uri: str, index: int, parts: int, tag: str = "") -> str:
+def shard_path(split_uri: str, index: int, parts: int) -> str:
     """Part ``index``'s file in a split folder, named as Beam's ``WriteToTFRecord`` names its shards."""
-    return os.path.join(split_uri, f"{write_split.DEFAULT_FILE_NAME}{tag}-{index:05d}-of-{parts:05d}.gz")
+    return os.path.join(split_uri, f"{write_split.DEFAULT_FILE_NAME}-{index:05d}-of-{parts:05d}.gz")
 
 
-def _temporary_path(split_uri: str, index: int, tag: str = "") -> str:
+def _temporary_path(split_uri: str, index: int) -> str:
     """Beside the split folder, not in it: a TFX reader takes every file the folder holds."""
     parent, name = os.path.split(split_uri.rstrip("/"))
-    return os.path.join(parent, f".writing-{name}{tag}-{index:05d}.gz")
+    return os.path.join(parent, f".writing-{name}-{index:05d}.gz")
 
 
 def write_parts(pipeline: beam.Pipeline, label: str, parts: list[CsvPart], columns: PartColumns, targets: SplitTargets):

@@ -83,6 +83,7 @@ PROGRESS: tuple[KnownRecord, ...] = (
     KnownRecord("absl", "Component %s is running."),  # TFX's LocalDagRunner
     KnownRecord("absl", "Skipping component %s."),
     KnownRecord("torchtfx.components.csv_input.executor", "Checked the CSV files "),  # rows
+    KnownRecord("torchtfx.components.csv_input.executor", "Window of %s spans "),  # spans read, spans reused
     KnownRecord("torchtfx.train", "Training done: "),  # epochs, when training runs in this process
     KnownRecord(DDP_WORKER, "Training done: "),
     # components/torch_trainer/worker/progress.py: a line a minute inside a long epoch only (the MiniLM fine-tune

@@ -186,6 +186,7 @@ def _pipeline_settings(settings: LocalSettings) -> PipelineSettings:
         enable_cache=settings.enable_cache,
         mlflow_unreachable=settings.mlflow_unreachable,
         confirm_labels=settings.confirm_labels,
+        span_store=str(settings.root / "span_store" / settings.dataset.name),
     )
 
 

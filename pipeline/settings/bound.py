@@ -39,6 +39,8 @@ class PipelineSettings(StrictConfig):
     enable_cache: bool = True
     pytorchjob_json: str = ""  # PyTorchJobSettings: multi-node DDP as a Kubeflow job; "": in the Trainer's pod
     mlflow_unreachable: str = FAIL_IF_UNREACHABLE  # fail before training, or continue untracked (no promotion)
+    # Where ExampleGen keeps each span's examples for later runs (a dataset of spans); "": each run reads them all.
+    span_store: str = ""
 
     _known_policy = one_of("mlflow_unreachable", UNREACHABLE_POLICIES)
     _known_confirmation = one_of("confirm_labels", LABEL_CONFIRMATIONS)

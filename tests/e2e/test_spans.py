@@ -1,7 +1,7 @@
 """End-to-end, through the CLI: data that arrives a folder a day. Each run trains on the window of the newest
-days and evaluates on the newest day's eval split alone; a rerun on the same days changes nothing; a new day
-is new input; `torchtfx monitor` passes requests like the training data and names a served feature that moved.
-Small days: CI has 2 cores."""
+days and evaluates on the newest day's eval split alone; a rerun on the same days changes nothing; a new day is
+new input, and the only span read (the other comes from the span store); `torchtfx monitor` passes requests like
+the training data and names a served feature that moved. Small days: CI has 2 cores."""
 
 from __future__ import annotations
 
@@ -90,6 +90,7 @@ def test_a_daily_loop_trains_on_the_window_evaluates_the_newest_day_and_a_rerun_
     assert third.returncode in (0, REJECTED), third.stderr[-4000:]
     summary, newest = _examples(tmp_path)
     assert {s.node: s.state for s in summary.stages}["CsvExampleGen"] == "COMPLETE"
+    assert "Window of 2 spans (2026-12-02, 2026-12-03): 1 read, 1 from the span store" in third.stderr
     assert newest.custom_properties["span"].int_value == SPANS[DAYS[2]]
     assert newest.custom_properties["window_spans"].string_value == f"{SPANS[DAYS[1]]},{SPANS[DAYS[2]]}"
     train, eval_ = _keys(newest.uri + "/Split-train"), _keys(newest.uri + "/Split-eval")

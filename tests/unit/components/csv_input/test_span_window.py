@@ -4,6 +4,7 @@ older spans beside it, every row of them into the train split, and holds out the
 from __future__ import annotations
 
 import collections
+import os
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,9 @@ def _span(root: Path, number: int, rows: int) -> None:
     (folder / "trips.csv").write_text("\n".join(lines) + "\n")
 
 
-def _run(tmp_path: Path, root: Path, spans: SpanConfig | None, name: str) -> standard_artifacts.Examples:
+def _run(
+    tmp_path: Path, root: Path, spans: SpanConfig | None, name: str, store: Path | None = None
+) -> standard_artifacts.Examples:
     (tmp_path / "schema.pbtxt").write_text(SCHEMA)
     pattern = spans.pattern if spans else "*.csv"
     splits = [
@@ -47,7 +50,7 @@ def _run(tmp_path: Path, root: Path, spans: SpanConfig | None, name: str) -> sta
             example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=splits))
         ),
         standard_component_specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(
-            schema_custom_config(str(tmp_path / "schema.pbtxt"), spans=spans)
+            schema_custom_config(str(tmp_path / "schema.pbtxt"), spans=spans, span_store=str(store or ""))
         ),
         standard_component_specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         standard_component_specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
@@ -94,7 +97,7 @@ def test_a_window_of_one_span_reads_the_newest_span_as_tfx_would(tmp_path, span_
     windowed = _run(tmp_path, span_root, SpanConfig(pattern=PATTERN, window=1), "one")
     newest = _run(tmp_path, span_root / "day-3", None, "newest")
     assert [_split(windowed, s) for s in ("train", "eval")] == [_split(newest, s) for s in ("train", "eval")]
-    assert not windowed.has_custom_property(WINDOW_SPANS_PROPERTY)
+    assert windowed.get_string_custom_property(WINDOW_SPANS_PROPERTY) == "3"
 
 
 def test_a_bad_value_in_an_older_span_is_named_by_its_file_and_nothing_is_written(tmp_path, span_root):
@@ -142,3 +145,72 @@ def test_the_cache_key_changes_when_an_older_span_of_the_window_changes_and_not_
     assert after != before and "span:2,version:2," in after
     # TFX's own fingerprint (the newest span's files) opens it, unchanged.
     assert after.split("\n")[0] == before.split("\n")[0]
+
+
+def _rewrite_keeping_size_and_time(path: Path, text: str) -> None:
+    """New content, same size and modification time: TFX's fingerprint of the file does not change."""
+    stat = path.stat()
+    assert len(text.encode()) == stat.st_size
+    path.write_text(text)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_a_daily_run_reads_only_the_new_span_and_takes_the_others_from_the_store(tmp_path, span_root):
+    store = tmp_path / "store"
+    spans = SpanConfig(pattern=PATTERN, window=2)
+    _run(tmp_path, span_root, spans, "day3", store)
+    assert sorted(p.name.split("-")[1] for p in store.glob("span-*")) == ["2", "3"]
+    # Span 3's file now says otherwise, but TFX's fingerprint of it is the same: a run that read it again would
+    # write the new values.
+    trips = span_root / "day-3" / "trips.csv"
+    _rewrite_keeping_size_and_time(trips, trips.read_text().replace("3000,", "3999,"))
+    _span(span_root, 4, 50)  # the next day arrives
+
+    examples = _run(tmp_path, span_root, spans, "day4", store)
+
+    train = _fares(_split(examples, "train"))
+    assert 3000.0 in train and 3999.0 not in train  # span 3 from the store, not read again
+    assert len([fare for fare in train if 3000 <= fare < 4000]) == 90  # every row of the older span trains
+    assert not any(fare < 3000 for fare in train)  # span 2 left the window
+    assert sorted(p.name.split("-")[1] for p in store.glob("span-*")) == ["3", "4"]  # and the store
+    assert examples.get_string_custom_property(WINDOW_SPANS_PROPERTY) == "3,4"
+    assert not list(store.glob(".writing-*"))
+
+
+def test_a_span_whose_files_changed_is_read_again_and_its_old_entry_removed(tmp_path, span_root):
+    store = tmp_path / "store"
+    spans = SpanConfig(pattern=PATTERN, window=2)
+    _run(tmp_path, span_root, spans, "first", store)
+    (before,) = store.glob("span-2-*")
+    trips = span_root / "day-2" / "trips.csv"
+    trips.write_text(trips.read_text() + "2500,c9\n")  # a late row
+
+    examples = _run(tmp_path, span_root, spans, "second", store)
+
+    assert 2500.0 in _fares(_split(examples, "train"))
+    (after,) = store.glob("span-2-*")
+    assert after != before
+
+
+def test_the_output_through_the_store_is_the_output_without_one(tmp_path, span_root):
+    spans = SpanConfig(pattern=PATTERN, window=3)
+    stored = _run(tmp_path, span_root, spans, "stored", tmp_path / "store")
+    again = _run(tmp_path, span_root, spans, "again", tmp_path / "store")  # every span from the store
+    alone = _run(tmp_path, span_root, spans, "alone")
+    for split in ("train", "eval"):
+        assert _split(stored, split) == _split(alone, split) == _split(again, split)
+    # The store's files are linked, not copied.
+    (linked,) = [p for p in Path(again.uri, "Split-eval").iterdir()]
+    assert linked.stat().st_nlink >= 2
+
+
+def test_a_bad_value_in_a_new_span_keeps_the_store_as_it_was(tmp_path, span_root):
+    store = tmp_path / "store"
+    spans = SpanConfig(pattern=PATTERN, window=2)
+    _run(tmp_path, span_root, spans, "first", store)
+    entries = sorted(p.name for p in store.iterdir())
+    _span(span_root, 4, 10)
+    (span_root / "day-4" / "trips.csv").write_text("fare,company\nnot-a-number,c2\n")
+    with pytest.raises(ValueError, match=r"day-4/trips.csv.*line 2"):
+        _run(tmp_path, span_root, spans, "refused", store)
+    assert sorted(p.name for p in store.iterdir()) == entries
