@@ -78,6 +78,7 @@ def create_pipeline(settings: PipelineSettings, metadata_connection_config=None,
         schema=schema_gen.outputs["schema"],
         baseline_statistics=champion.outputs["champion_statistics"],
         label_classes=_label_classes(dataset),
+        newest_span_split=contracts.EVAL_SPLIT if dataset.spans is not None else None,
     ).with_id(contracts.DATA_GATE_ID)
     transform = Transform(
         examples=example_gen.outputs["examples"],

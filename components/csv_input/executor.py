@@ -41,6 +41,7 @@ from torchtfx.components.csv_input.properties import (
 )
 from torchtfx.components.csv_input.span_store import SpanStore, split_folder
 from torchtfx.components.csv_input.split_writer import PartColumns, SplitTargets, write_parts
+from torchtfx.components.shared.contracts import TRAIN_SPLIT
 from torchtfx.data.csv_reader.beam_parts import input_parts
 from torchtfx.data.csv_reader.check import check_inputs
 from torchtfx.data.csv_reader.columns import load_schema_types
@@ -93,9 +94,6 @@ def _tfx_default_format(exec_properties: dict[str, Any]) -> bool:
         and payload_format != example_gen_pb2.PayloadFormat.FORMAT_PARQUET
         and not output_config(exec_properties).split_config.HasField("partition_feature_name")
     )
-
-
-TRAIN_SPLIT = "train"
 
 
 class Executor(base_example_gen_executor.BaseExampleGenExecutor):

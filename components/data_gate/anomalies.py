@@ -38,11 +38,17 @@ def describe(split: str, anomalies: anomalies_pb2.Anomalies) -> list[str]:
     return lines
 
 
-def check(splits: dict[str, anomalies_pb2.Anomalies], schema_hint: str, drift: list[str] | None = None) -> None:
-    """Raise :class:`DataValidationError` listing every anomaly of every split and every drift, if any."""
+def check(
+    splits: dict[str, anomalies_pb2.Anomalies],
+    schema_hint: str,
+    drift: list[str] | None = None,
+    baselines: tuple[str, ...] = ("the champion's training data",),
+) -> None:
+    """Raise :class:`DataValidationError` listing every anomaly of every split and every drift (from
+    ``baselines``), if any."""
     lines = [line for split, found in sorted(splits.items()) for line in describe(split, found)] + (drift or [])
     if lines:
-        against = "the schema" + (" and the champion's training data" if drift else "")
+        against = " and ".join(("the schema", *baselines)) if drift else "the schema"
         raise DataValidationError(
             f"data validation failed: {len(lines)} anomal{'y' if len(lines) == 1 else 'ies'} against {against}; "
             "training was not started and nothing was pushed.\n  - "

@@ -16,6 +16,7 @@ from torchtfx.components.data_gate.constants import (
     ANOMALIES_KEY,
     BASELINE_STATISTICS_KEY,
     LABEL_CLASSES_KEY,
+    NEWEST_SPAN_SPLIT_KEY,
     SCHEMA_HINT_KEY,
     SCHEMA_KEY,
     STATISTICS_KEY,
@@ -33,6 +34,7 @@ class DataGateSpec(types.ComponentSpec):
     PARAMETERS = {
         SCHEMA_HINT_KEY: ExecutionParameter(type=str),
         LABEL_CLASSES_KEY: ExecutionParameter(type=str, optional=True),
+        NEWEST_SPAN_SPLIT_KEY: ExecutionParameter(type=str, optional=True),
     }
 
 
@@ -48,12 +50,15 @@ class DataGate(base_component.BaseComponent):
         schema: types.BaseChannel | None = None,
         baseline_statistics: types.BaseChannel | None = None,
         label_classes: str | None = None,
+        newest_span_split: str | None = None,
     ) -> None:
         """``schema_hint`` names the curated schema file the error message points the user to. With
         ``statistics``, ``schema`` and ``baseline_statistics`` (the champion's training data), drift beyond
         the schema's ``drift_comparator`` thresholds stops the run too. With ``label_classes`` (a multiclass
         label: ``label_classes.LabelClasses`` JSON) and ``statistics``, a ``num_classes`` above the label's
-        distinct values in the train split stops it as well."""
+        distinct values in the train split stops it as well. With ``newest_span_split`` (a dataset of spans: the
+        split that holds the newest span alone), that split is the new data compared with the champion's, and its
+        drift from the window (the train split) stops the run too."""
         spec = DataGateSpec(
             anomalies=anomalies,
             schema_hint=schema_hint,
@@ -61,5 +66,6 @@ class DataGate(base_component.BaseComponent):
             schema=schema,
             baseline_statistics=baseline_statistics,
             label_classes=label_classes,
+            newest_span_split=newest_span_split,
         )
         super().__init__(spec=spec)

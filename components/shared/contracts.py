@@ -90,6 +90,10 @@ PRECISION_DRIFT_PROPERTY = "precision_drift"  # the reduced-precision variant's 
 NUM_WORKERS_PROPERTY = "ddp_world_size"
 MODEL_FACTORY_PROPERTY = "model_factory"
 CONVERSION_PROPERTY = "onnx_conversion"  # "<strategy>; repairs: <names>"
+# The output splits of ExampleGen (the dataset config's split: exactly these two). For a dataset of spans the eval
+# split holds the newest span alone, and the train split the window (components/csv_input/span_store.py).
+TRAIN_SPLIT = "train"
+EVAL_SPLIT = "eval"
 # Rows refused for their label (left out of training and evaluation), by split, as JSON: {"eval": 3, "train": 7};
 # absent where no row can be refused (a binary label whose columns the schema requires, or label.missing: negative).
 LABEL_REFUSED_PROPERTY = "label_refused_rows"

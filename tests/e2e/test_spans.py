@@ -97,6 +97,23 @@ def test_a_daily_loop_trains_on_the_window_evaluates_the_newest_day_and_a_rerun_
     assert set(eval_) <= keys[DAYS[2]] and not set(train) & keys[DAYS[0]]  # the first day left the window
 
     _monitor_flags_a_new_payment_type(tmp_path, dataset, days[DAYS[2]], helpers.read_schema(taxi_cfg.schema_path))
+    _a_drifted_day_is_refused_by_the_data_gate(tmp_path, data, rows[: 2 * ROWS], fields, run)
+
+
+def _a_drifted_day_is_refused_by_the_data_gate(tmp_path, data, rows, fields, run) -> None:
+    """A day whose trips were nearly all paid in cash: its eval split moved from the window's (and from the
+    champion's data); the run stops before Transform and the serving folder is left as it was."""
+    serving_before = helpers.tree_digest(tmp_path / "serving")
+    cash = [{**row, "payment_type": "Cash"} for row in rows[:ROWS]]
+    helpers.write_sample(cash, data / "2026-12-04", fields)
+    drifted = torchtfx(data, tmp_path, *run)
+    assert drifted.returncode == 1, drifted.stderr[-4000:]
+    assert "column 'payment_type': drift from the window's spans (the train split)" in drifted.stderr
+    assert "Traceback" not in drifted.stderr
+    summary = helpers.metadata(tmp_path / "pipeline")
+    ran = {s.node for s in summary.stages if s.state == "COMPLETE"}
+    assert "CsvExampleGen" in ran and not ran & {"Transform", "TorchTrainer", "Promoter"}
+    assert helpers.tree_digest(tmp_path / "serving") == serving_before
 
 
 def _monitor(tmp_path: Path, dataset: Path, logs: Path) -> subprocess.CompletedProcess:

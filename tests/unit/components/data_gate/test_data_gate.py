@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import tensorflow_data_validation as tfdv
-from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2
 
 from torchtfx.components.data_gate import anomalies, drift
 from torchtfx.components.data_gate.constants import ANOMALIES_FILE
@@ -78,3 +78,48 @@ def test_a_column_name_with_an_invisible_character_shows_it_escaped():
     found = tfdv.validate_statistics(tfdv.generate_statistics_from_dataframe(frame), _schema())
     text = "\n".join(anomalies.describe("train", found))
     assert "column '\\u200bfare': New column" in text and "column 'fare': Column dropped" in text
+
+
+def _artifacts(tmp_path, window: list[str], newest: list[str]) -> dict:
+    """The DataGate's inputs for a dataset of spans: clean anomalies, the window's (train) and the newest span's
+    (eval) statistics as StatisticsGen writes them, and the schema as ImportSchemaGen writes it."""
+    from tfx.types import standard_artifacts
+
+    statistics = standard_artifacts.ExampleStatistics()
+    statistics.uri = str(tmp_path / "statistics")
+    for split, payments in (("train", window), ("eval", newest)):
+        (tmp_path / "statistics" / f"Split-{split}").mkdir(parents=True)
+        stats = tfdv.generate_statistics_from_dataframe(_frame(payments))
+        (tmp_path / "statistics" / f"Split-{split}" / drift.STATS_FILE).write_bytes(stats.SerializeToString())
+    schema = standard_artifacts.Schema()
+    schema.uri = str(tmp_path / "schema")
+    (tmp_path / "schema").mkdir()
+    tfdv.write_schema_text(_schema(), str(tmp_path / "schema" / "schema.pbtxt"))
+    found = anomalies_pb2.Anomalies()
+    anomaly = standard_artifacts.ExampleAnomalies()
+    anomaly.uri = str(tmp_path / "anomalies")
+    anomaly.split_names = '["train", "eval"]'
+    for split in ("train", "eval"):
+        _write_anomalies(tmp_path / "anomalies", split, found)
+    return {"anomalies": [anomaly], "statistics": [statistics], "schema": [schema]}
+
+
+def _gate(inputs: dict, newest_span_split: str | None) -> None:
+    from torchtfx.components.data_gate.executor import Executor
+
+    properties = {"schema_hint": "schema.pbtxt", "newest_span_split": newest_span_split}
+    Executor().Do(inputs, {}, properties)
+
+
+def test_a_newest_span_that_drifted_from_the_window_stops_the_run(tmp_path):
+    inputs = _artifacts(tmp_path, window=["Cash", "Card"] * 100, newest=["Cash"] * 90 + ["Card"] * 10)
+    _gate(inputs, None)  # not a dataset of spans: no baseline, nothing to compare the split with
+    with pytest.raises(anomalies.DataValidationError) as refused:
+        _gate(inputs, "eval")
+    text = str(refused.value)
+    assert "against the schema and the window's spans (the train split);" in text
+    assert "split 'eval', column 'payment_type': drift from the window's spans (the train split)" in text
+
+
+def test_a_newest_span_like_the_window_passes(tmp_path):
+    _gate(_artifacts(tmp_path, window=["Cash", "Card"] * 100, newest=["Card", "Cash"] * 30), "eval")
