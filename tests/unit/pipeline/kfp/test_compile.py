@@ -468,3 +468,22 @@ def test_gs_data_roots_are_accepted_and_the_image_has_their_file_systems():
     assert settings.data_root == "gs://bucket/taxi"
     assert "gs" in tf.io.gfile.get_registered_schemes() and "s3" not in tf.io.gfile.get_registered_schemes()
     assert type(FileSystems.get_filesystem("gs://bucket/taxi")).__name__ == "GCSFileSystem"
+
+
+def test_a_dataset_of_spans_compiles_with_its_pattern_and_window_for_examplegens_driver(tmp_path):
+    """TFX's v2 driver (run by our entry point) resolves the newest span from the input config's pattern; the
+    executor reads the window from the custom config. No span store is compiled in: each Kubeflow run reads its
+    window (components/csv_input/properties.py: a store on the step's disk for that run)."""
+    text = (Path(__file__).parents[4] / "data" / "datasets" / "taxi.yaml").read_text()
+    dataset = tmp_path / "taxi_days.yaml"
+    dataset.write_text(text.replace("name: taxi\n", "name: taxi_days\n") + "spans: {pattern: '{SPAN}/*.csv'}\n")
+    out = _compile_with(tmp_path, {"dataset": str(dataset)})
+    spec, _ = yaml.safe_load_all(out.read_text())
+    params = spec["root"]["dag"]["tasks"]["CsvExampleGen"]["inputs"]["parameters"]
+    (split,) = json.loads(params["input_config"]["runtimeValue"]["constant"])["splits"]
+    assert split["pattern"] == "{SPAN}/*.csv"
+    config = json.loads(params["custom_config"]["runtimeValue"]["constant"])["custom_config"]["value"]
+    assert (config["span_pattern"], config["span_window"]) == ("{SPAN}/*.csv", 7)
+    assert "span_store" not in config
+    gate = spec["root"]["dag"]["tasks"]["DataGate"]["inputs"]["parameters"]
+    assert gate["newest_span_split"]["runtimeValue"]["constant"] == "eval"
