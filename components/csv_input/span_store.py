@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -31,6 +32,7 @@ STORE_FORMAT = 1
 DONE_FILE = "DONE"
 ENTRY_PREFIX = "span-"
 WRITING_PREFIX = ".writing-"
+STALE_WRITING_S = 24 * 3600  # a temporary folder this old belongs to a run that stopped
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,8 +90,12 @@ class SpanStore:
         return writing
 
     def commit(self, span: SpanInput, writing: str) -> None:
-        """The written entry into place, then marked done."""
+        """The written entry into place, then marked done. Another run that wrote the same entry first (Kubeflow
+        runs may overlap) has the same bytes: its entry stays, and this one is discarded."""
         entry = self.entry(span)
+        if self.ready(span):
+            self.discard(writing)
+            return
         if tf.io.gfile.exists(entry):  # an entry that never got its mark: a run stopped between rename and mark
             tf.io.gfile.rmtree(entry)
         tf.io.gfile.rename(writing, entry)
@@ -122,13 +128,21 @@ class SpanStore:
         return linked
 
     def prune(self, window: list[SpanInput]) -> None:
-        """Remove every entry but the window's (spans that left it, inputs that changed) and stale temporaries."""
+        """Remove every entry but the window's (spans that left it, inputs that changed), and temporaries older
+        than STALE_WRITING_S (younger ones may be another run's, still writing)."""
         keep = {os.path.basename(self.entry(span)) for span in window}
         for name in tf.io.gfile.listdir(self.root):
             name = name.rstrip("/")
+            path = os.path.join(self.root, name)
+            if name.startswith(WRITING_PREFIX) and time.time() - _modified_s(path) < STALE_WRITING_S:
+                continue
             if (name.startswith(ENTRY_PREFIX) or name.startswith(WRITING_PREFIX)) and name not in keep:
                 logger.info("Removing %s from the span store %s", name, self.root)
                 tf.io.gfile.rmtree(os.path.join(self.root, name))
+
+
+def _modified_s(path: str) -> float:
+    return tf.io.gfile.stat(path).mtime_nsec / 1e9
 
 
 def split_folder(folder: str, split: str) -> str:

@@ -154,6 +154,7 @@ def build_pipeline(settings: KubeflowSettings, resolved: ResolvedSettings | None
         beam_pipeline_args=tuple(with_dependency(list(settings.beam_args), f"--sdk_container_image={settings.image}")),
         pytorchjob_json=pytorchjob_json(settings, hparams),
         mlflow_unreachable=resolved["mlflow.unreachable"],
+        span_store=span_store_on_volume(settings, resolved.dataset.name),
     )
     pipeline = create_pipeline(bound, name=kubeflow_pipeline_name(bound.dataset.name))
     for component in pipeline.components:
@@ -167,6 +168,16 @@ def build_pipeline(settings: KubeflowSettings, resolved: ResolvedSettings | None
             spec.accelerator.count = settings.trainer.gpus_per_node
         component.with_platform_config(spec)
     return pipeline
+
+
+def span_store_on_volume(settings: KubeflowSettings, dataset_name: str) -> str:
+    """ExampleGen's span store on the volume that holds the serving dir: every step mounts it, so a run finds the
+    spans earlier runs read (a path in a pod's own disk would vanish with the pod). "": no volume holds it."""
+    for volume in settings.volumes:
+        mount = volume.mount_path.rstrip("/")
+        if settings.serving_dir == mount or settings.serving_dir.startswith(mount + "/"):
+            return f"{mount}/span_store/{dataset_name}"
+    return ""
 
 
 def step_resources(settings: KubeflowSettings, component_id: str) -> Resources:

@@ -472,8 +472,8 @@ def test_gs_data_roots_are_accepted_and_the_image_has_their_file_systems():
 
 def test_a_dataset_of_spans_compiles_with_its_pattern_and_window_for_examplegens_driver(tmp_path):
     """TFX's v2 driver (run by our entry point) resolves the newest span from the input config's pattern; the
-    executor reads the window from the custom config. No span store is compiled in: each Kubeflow run reads its
-    window (components/csv_input/properties.py: a store on the step's disk for that run)."""
+    executor reads the window from the custom config, and keeps each span in the span store on the shared volume
+    every step mounts (pools.yaml: /mnt/torchtfx), where the next run finds it."""
     text = (Path(__file__).parents[4] / "data" / "datasets" / "taxi.yaml").read_text()
     dataset = tmp_path / "taxi_days.yaml"
     dataset.write_text(text.replace("name: taxi\n", "name: taxi_days\n") + "spans: {pattern: '{SPAN}/*.csv'}\n")
@@ -484,6 +484,6 @@ def test_a_dataset_of_spans_compiles_with_its_pattern_and_window_for_examplegens
     assert split["pattern"] == "{SPAN}/*.csv"
     config = json.loads(params["custom_config"]["runtimeValue"]["constant"])["custom_config"]["value"]
     assert (config["span_pattern"], config["span_window"]) == ("{SPAN}/*.csv", 7)
-    assert "span_store" not in config
+    assert config["span_store"] == "/mnt/torchtfx/span_store/taxi_days"
     gate = spec["root"]["dag"]["tasks"]["DataGate"]["inputs"]["parameters"]
     assert gate["newest_span_split"]["runtimeValue"]["constant"] == "eval"
