@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import shutil
 import statistics
 import sys
 import time
@@ -154,7 +155,16 @@ def run_reference(root: Path, data_dir: Path, args: list[str], may_fail: bool = 
     stopped in, instead of raising."""
     command = [sys.executable, "-m", "tests.bench.reference_pipeline", "--root", str(root), "--data-dir", str(data_dir)]
     command += [f"--beam-arg={arg}" for arg in args]
-    process = run_measured(command, root.parent / f"{root.name}.log", env={"TF_USE_LEGACY_KERAS": "1"})
+    # TFX repackages itself into a 49 MiB sdist under a fresh mkdtemp() for each Beam component whose args name
+    # no package (tfx/utils/dependency_utils.py) and never removes it: 59 such folders (2.9 GiB) were left in
+    # /tmp by one session's benches. The reference's temporary files go under its own folder, removed after.
+    scratch = root.parent / f"{root.name}.tmp"
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        env = {"TF_USE_LEGACY_KERAS": "1", "TMPDIR": str(scratch)}
+        process = run_measured(command, root.parent / f"{root.name}.log", env=env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if not may_fail:
         require_success(process, f"reference pipeline ({root})")
     return PipelineRun.measured("tfx_taxi_native_keras", root, process)

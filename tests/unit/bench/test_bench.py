@@ -925,3 +925,22 @@ def test_report_shows_batch_scoring_rates_and_ours_against_each_other_way(tmp_pa
     assert "## Batch scoring: `torchtfx predict` (rows per second)" in text
     assert "| plain Python loop over the SavedModel (1,024-row batches) | 7,501 | 20.0, 20.0 | 1.82x |" in text
     assert "| MLflow pyfunc of the champion (whole CSV through pandas) | 4,919 | 30.0, 31.0 | 2.77x |" in text
+
+
+def test_the_references_temporary_files_go_under_its_own_folder_and_are_removed(tmp_path, monkeypatch):
+    """TFX's reference run leaves a 49 MiB sdist in a fresh mkdtemp() per Beam component: the command runs with
+    TMPDIR in a folder beside its root, removed after (here a stand-in command writes there, then fails)."""
+    from tests.bench import pipelines
+
+    script = "import os, sys, tempfile; open(os.path.join(tempfile.mkdtemp(), 'sdist'), 'w').write('x'); sys.exit(3)"
+    seen = []
+
+    def stand_in(command, log_path, env=None, cwd=None):
+        seen.append(env["TMPDIR"])
+        return run_measured([sys.executable, "-c", script], log_path, env=env, cwd=cwd)
+
+    monkeypatch.setattr(pipelines, "run_measured", stand_in)
+    run = pipelines.run_reference(tmp_path / "reference", tmp_path / "data", [], may_fail=True)
+
+    assert seen == [str(tmp_path / "reference.tmp")]
+    assert run.returncode == 3 and not (tmp_path / "reference.tmp").exists()
