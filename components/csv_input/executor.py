@@ -115,11 +115,12 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
         output_dict: dict[str, list[types.Artifact]],
         exec_properties: dict[str, Any],
     ) -> None:
-        if window_spans(exec_properties):  # a dataset of spans
+        spans = window_spans(exec_properties)  # each span's files globbed and fingerprinted: once a run
+        if spans:  # a dataset of spans
             if not _tfx_default_format(exec_properties):
                 raise ValueError("a window of spans is written as gzipped TFRecords of tf.Examples, split by hash")
             with span_store(exec_properties) as store:
-                self._write_window(output_dict, exec_properties, store)
+                self._write_window(output_dict, exec_properties, store, spans)
             self._set_formats(output_dict, exec_properties)
             return
         self._check_inputs(exec_properties)
@@ -143,13 +144,16 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
             examples_utils.set_file_format(artifact, _TFRECORD_GZIP_NAME)
 
     def _write_window(
-        self, output_dict: dict[str, list[types.Artifact]], exec_properties: dict[str, Any], store: SpanStore
+        self,
+        output_dict: dict[str, list[types.Artifact]],
+        exec_properties: dict[str, Any],
+        store: SpanStore,
+        spans: list[SpanInput],
     ) -> None:
         """The window's spans from the span store: only the spans it does not hold yet are checked and read (each
         hash-split as one input), then kept there. The newest span's splits are the output's, so its eval split
         alone judges the candidate and the champion on the data the model serves next; every split of an older
         span goes to the train split."""
-        spans = window_spans(exec_properties)
         input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
         self._empty, self._parts = {}, {}
         new = [span for span in spans if not store.ready(span)]
@@ -180,14 +184,15 @@ class Executor(base_example_gen_executor.BaseExampleGenExecutor):
     def _write_into_store(self, exec_properties: dict[str, Any], store: SpanStore, spans: list[SpanInput]) -> None:
         """Each of ``spans`` hash-split into a new entry of the store; a failed run keeps none of them."""
         schema_types = load_schema_types(schema_file(exec_properties))
-        buckets = tuple(itertools.accumulate(n for _name, n in store.settings.splits))
+        settings = store.settings  # the reader's settings and the split, as the entries' keys hold them
+        buckets = tuple(itertools.accumulate(n for _name, n in settings.splits))
         writing = {span.number: store.start() for span in spans}
         try:
             with self._make_beam_pipeline() as pipeline:
                 for span in spans:
-                    folders = tuple(split_folder(writing[span.number], n) for n in store.settings.split_names)
-                    missing, rows = missing_values(exec_properties), sample(exec_properties)
-                    columns = PartColumns(schema_types, self._empty[span.pattern], missing, rows)
+                    folders = tuple(split_folder(writing[span.number], n) for n in settings.split_names)
+                    empty = self._empty[span.pattern]
+                    columns = PartColumns(schema_types, empty, settings.missing_values, settings.sample)
                     parts = self._parts[span.pattern]
                     write_parts(pipeline, f"span{span.number}", parts, columns, SplitTargets(folders, buckets))
             for span in spans:

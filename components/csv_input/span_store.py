@@ -115,17 +115,15 @@ class SpanStore:
             self.link(span, {name: uris[name if is_newest else train_split] for name in self.settings.split_names})
         self.prune(window)
 
-    def link(self, span: SpanInput, targets: dict[str, str]) -> int:
+    def link(self, span: SpanInput, targets: dict[str, str]) -> None:
         """Link each of the entry's split files into ``targets`` (entry split -> output split folder); the names
-        carry the span, so a window's spans share an output folder. Returns the files linked."""
-        entry, linked = self.entry(span), 0
+        carry the span, so a window's spans share an output folder."""
+        entry = self.entry(span)
         for name, target in targets.items():
             source = split_folder(entry, name)
             for file_name in sorted(tf.io.gfile.listdir(source)):
                 linked_name = f"span{span.number}-{name}-{file_name}"  # an older span's splits share the train folder
                 _link_or_copy(os.path.join(source, file_name), os.path.join(target, linked_name))
-                linked += 1
-        return linked
 
     def prune(self, window: list[SpanInput]) -> None:
         """Remove every entry but the window's (spans that left it, inputs that changed), and temporaries older

@@ -7,6 +7,7 @@ from pathlib import Path
 from tensorflow_metadata.proto.v0 import anomalies_pb2
 
 from torchtfx.components.data_gate.constants import ANOMALIES_FILE
+from torchtfx.components.data_gate.drift import CHAMPION_DATA
 from torchtfx.components.stage_failure import StageFailure
 
 
@@ -42,7 +43,7 @@ def check(
     splits: dict[str, anomalies_pb2.Anomalies],
     schema_hint: str,
     drift: list[str] | None = None,
-    baselines: tuple[str, ...] = ("the champion's training data",),
+    baselines: tuple[str, ...] = (CHAMPION_DATA,),
 ) -> None:
     """Raise :class:`DataValidationError` listing every anomaly of every split and every drift (from
     ``baselines``), if any."""
